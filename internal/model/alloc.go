@@ -1,0 +1,45 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// OwnerKind says what kind of work holds an allocation. The kinds are not
+// equal: inference is never preempted, training yields by a fixed order,
+// backfill yields the moment the reservation it borrowed from fills.
+type OwnerKind string
+
+const (
+	OwnerTraining  OwnerKind = "training"
+	OwnerInference OwnerKind = "inference"
+	OwnerBackfill  OwnerKind = "backfill"
+)
+
+// ParseOwnerKind validates an owner kind name.
+func ParseOwnerKind(s string) (OwnerKind, error) {
+	switch k := OwnerKind(s); k {
+	case OwnerTraining, OwnerInference, OwnerBackfill:
+		return k, nil
+	}
+	return "", fmt.Errorf("owner_kind: %q is not one of training, inference, backfill", s)
+}
+
+// Allocation binds a set of GPUs on one node to one owner. A request that
+// spans nodes holds one allocation per node.
+type Allocation struct {
+	ID        string    `json:"id"`
+	NodeID    string    `json:"node_id"`
+	GPUs      GPUMask   `json:"gpu_mask"`
+	CPUMilli  int64     `json:"cpu_milli"`
+	MemoryMiB int64     `json:"memory_mib"`
+	OwnerKind OwnerKind `json:"owner_kind"`
+	OwnerID   string    `json:"owner_id"`
+	// Replica numbers an inference deployment's replicas; 0 for jobs.
+	Replica     int  `json:"replica,omitempty"`
+	Preemptible bool `json:"preemptible"`
+	// Borrowed marks capacity taken outside the owner's own pool or quota.
+	// Borrowed capacity is always preemptible (R1, §4).
+	Borrowed  bool      `json:"borrowed,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}

@@ -1,0 +1,101 @@
+package model
+
+import "fmt"
+
+// Health is a node's hardware health as its agent last reported it.
+type Health string
+
+const (
+	HealthHealthy   Health = "healthy"
+	HealthUnhealthy Health = "unhealthy"
+	// HealthSuspect marks a node that missed heartbeats but is not yet lost.
+	HealthSuspect Health = "suspect"
+	HealthLost    Health = "lost"
+)
+
+// Node is one machine: one NVLink domain of GPUs, in one pod (leaf switch),
+// in one pool. Identity is (ID, BootEpoch) (R5): a node that comes back with
+// a new epoch is not the machine its allocations were made on.
+type Node struct {
+	ID        string `json:"id"`
+	Pod       string `json:"pod"`
+	Pool      string `json:"pool,omitempty"`
+	Model     string `json:"model"` // GPU model, e.g. H100, A100, T4
+	GPUs      int    `json:"gpus"`
+	CPUMilli  int64  `json:"cpu_milli"`
+	MemoryMiB int64  `json:"memory_mib"`
+
+	Health      Health `json:"health"`
+	Draining    bool   `json:"draining,omitempty"`
+	Quarantined bool   `json:"quarantined,omitempty"`
+	// QuarantinedGPUs fences single faulty GPUs (§8) while the rest of the
+	// node keeps working.
+	QuarantinedGPUs GPUMask `json:"quarantined_gpus,omitempty"`
+	BootEpoch       uint64  `json:"boot_epoch"`
+
+	// Links is the optional NVLink matrix for nodes whose GPUs are not
+	// all-to-all. Nil means every pair is equally well connected.
+	Links *LinkMatrix `json:"links,omitempty"`
+}
+
+// Schedulable reports whether the node may receive new placements at all.
+// Quarantined, draining and unhealthy nodes never do.
+func (n *Node) Schedulable() bool {
+	return !n.Quarantined && !n.Draining && (n.Health == HealthHealthy || n.Health == "")
+}
+
+// Validate checks the node's fields and names the first one that is wrong.
+func (n *Node) Validate() error {
+	switch {
+	case n.ID == "":
+		return fmt.Errorf("node: id: must not be empty")
+	case n.GPUs < 1 || n.GPUs > MaxGPUsPerNode:
+		return fmt.Errorf("node %s: gpus: %d is not between 1 and %d", n.ID, n.GPUs, MaxGPUsPerNode)
+	case n.CPUMilli < 0:
+		return fmt.Errorf("node %s: cpu_milli: %d must not be negative", n.ID, n.CPUMilli)
+	case n.MemoryMiB < 0:
+		return fmt.Errorf("node %s: memory_mib: %d must not be negative", n.ID, n.MemoryMiB)
+	case n.QuarantinedGPUs&^FullMask(n.GPUs) != 0:
+		return fmt.Errorf("node %s: quarantined_gpus: %s names GPUs beyond the node's %d", n.ID, n.QuarantinedGPUs, n.GPUs)
+	}
+	switch n.Health {
+	case "", HealthHealthy, HealthUnhealthy, HealthSuspect, HealthLost:
+	default:
+		return fmt.Errorf("node %s: health: %q is not one of healthy, unhealthy, suspect, lost", n.ID, n.Health)
+	}
+	if n.Links != nil {
+		if err := n.Links.validate(n.GPUs); err != nil {
+			return fmt.Errorf("node %s: links: %w", n.ID, err)
+		}
+	}
+	return nil
+}
+
+// LinkMatrix holds, for each GPU pair, the number of NVLink links between
+// them (0 = traffic crosses PCIe or the host). It is symmetric.
+type LinkMatrix struct {
+	Links [][]int `json:"links"`
+}
+
+// Between returns the link count between GPUs a and b.
+func (l *LinkMatrix) Between(a, b int) int { return l.Links[a][b] }
+
+func (l *LinkMatrix) validate(gpus int) error {
+	if len(l.Links) != gpus {
+		return fmt.Errorf("has %d rows, want one per GPU (%d)", len(l.Links), gpus)
+	}
+	for i, row := range l.Links {
+		if len(row) != gpus {
+			return fmt.Errorf("row %d has %d entries, want %d", i, len(row), gpus)
+		}
+		for j, v := range row {
+			if v < 0 {
+				return fmt.Errorf("[%d][%d] = %d must not be negative", i, j, v)
+			}
+			if l.Links[j][i] != v {
+				return fmt.Errorf("[%d][%d] = %d but [%d][%d] = %d: the matrix must be symmetric", i, j, v, j, i, l.Links[j][i])
+			}
+		}
+	}
+	return nil
+}

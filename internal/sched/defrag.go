@@ -1,0 +1,212 @@
+package sched
+
+import (
+	"sort"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// Relocation moves one inference replica to make room (R4), make before
+// break: start the replica at To, and only once it is ready drain the From
+// allocations on FromNode.
+type Relocation struct {
+	Deployment string    `json:"deployment"`
+	Replica    int       `json:"replica"`
+	FromNode   string    `json:"from_node"`
+	From       []string  `json:"from_allocations"`
+	To         Placement `json:"to"`
+	// For is the request the move makes room for.
+	For string `json:"for"`
+}
+
+// repKey names one replica of one deployment.
+type repKey struct {
+	dep string
+	num int
+}
+
+// replicaAt is one single-node inference replica sitting on a node.
+type replicaAt struct {
+	dep    *model.Deployment
+	num    int
+	allocs []string
+	gpus   int
+}
+
+// maxTargetsTried bounds the work one pass spends looking for a node to
+// empty; the next pass tries again.
+const maxTargetsTried = 8
+
+// defrag proposes relocations for requests that only fragmentation keeps
+// out (§6, R4). Inference replicas are the lever: they hold no state worth
+// preserving, so moving them costs a brief over-provision and no training
+// is preempted. For each blocked request it picks the node that needs the
+// fewest GPUs moved, moves those replicas into other partial nodes (or the
+// swap pool), and keeps new work off that node until it is free. Moves in
+// flight count against MaxRelocations.
+func (p *planner) defrag() {
+	budget := p.cfg.MaxRelocations - len(p.s.Relocations)
+	if budget <= 0 || len(p.blocked) == 0 {
+		return
+	}
+	helped := map[string]bool{}
+	moving := map[repKey]bool{}
+	for _, r := range p.s.Relocations {
+		helped[r.For] = true
+		moving[repKey{r.Deployment, r.Replica}] = true
+	}
+	onNode := p.replicasByNode(moving)
+	for _, b := range p.blocked {
+		if budget <= 0 {
+			return
+		}
+		if helped[b.req.OwnerID] {
+			continue
+		}
+		if n := p.relocateFor(&b.req, onNode, budget); n > 0 {
+			budget -= n
+			helped[b.req.OwnerID] = true
+		}
+	}
+}
+
+type target struct {
+	node, moved int
+	reps        []replicaAt
+}
+
+// relocateFor empties one node enough for req; it returns the moves made.
+func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, budget int) int {
+	ix, k := p.ix, req.GPUs
+	var cands []target
+	for _, r := range p.cfg.Pools.routes(req) {
+		for _, g := range ix.groupsFor(r, req, p.cfg.Pools.Swap) {
+			if g.size < k {
+				continue
+			}
+			for _, pod := range g.pods {
+				for _, i := range pod.nodes {
+					ns := &ix.nodes[i]
+					if !ns.eligible || p.exclude[i] || len(onNode[i]) == 0 {
+						continue
+					}
+					reps, moved := cheapestSubset(onNode[i], k-ns.free.Count())
+					if reps != nil && len(reps) <= budget {
+						cands = append(cands, target{i, moved, reps})
+					}
+				}
+			}
+		}
+	}
+	sort.SliceStable(cands, func(a, b int) bool {
+		if cands[a].moved != cands[b].moved {
+			return cands[a].moved < cands[b].moved
+		}
+		return len(cands[a].reps) < len(cands[b].reps)
+	})
+	for t := 0; t < len(cands) && t < maxTargetsTried; t++ {
+		if moves := p.tryEmpty(cands[t], req); moves != nil {
+			p.d.Relocations = append(p.d.Relocations, moves...)
+			return len(moves)
+		}
+	}
+	return 0
+}
+
+// tryEmpty finds every replica of the target a new home, or changes nothing.
+func (p *planner) tryEmpty(t target, req *model.Request) []Relocation {
+	ix := p.ix
+	cp := ix.Checkpoint()
+	p.exclude[t.node] = true
+	var moves []Relocation
+	for _, r := range t.reps {
+		rr := model.Request{Shape: r.dep.ReplicaShape, Kind: model.OwnerInference, OwnerID: r.dep.ID, Replica: r.num, Priority: r.dep.Priority}
+		opts := placeOpts{exclude: p.exclude, partialOnly: true}
+		pl, why := ix.place(&rr, p.cfg.Pools, opts)
+		if why != nil && p.cfg.Pools.Swap != "" {
+			opts.routes = []route{{pool: p.cfg.Pools.Swap}}
+			pl, why = ix.place(&rr, p.cfg.Pools, opts)
+		}
+		if why != nil {
+			ix.Rollback(cp)
+			delete(p.exclude, t.node)
+			return nil
+		}
+		moves = append(moves, Relocation{Deployment: r.dep.ID, Replica: r.num, FromNode: ix.nodes[t.node].node.ID,
+			From: r.allocs, To: pl, For: req.OwnerID})
+	}
+	return moves
+}
+
+// cheapestSubset picks the replicas whose GPUs add up to at least need with
+// the fewest GPUs moved (then the fewest replicas). Nodes hold a handful of
+// replicas, so trying every subset is cheap; past 12 only the first 12 are
+// considered.
+func cheapestSubset(reps []replicaAt, need int) ([]replicaAt, int) {
+	if need <= 0 {
+		return nil, 0
+	}
+	n := min(len(reps), 12)
+	best, bestSum, bestLen := -1, 0, 0
+	for m := 1; m < 1<<n; m++ {
+		sum, cnt := 0, 0
+		for b := 0; b < n; b++ {
+			if m&(1<<b) != 0 {
+				sum += reps[b].gpus
+				cnt++
+			}
+		}
+		if sum >= need && (best < 0 || sum < bestSum || (sum == bestSum && cnt < bestLen)) {
+			best, bestSum, bestLen = m, sum, cnt
+		}
+	}
+	if best < 0 {
+		return nil, 0
+	}
+	var out []replicaAt
+	for b := 0; b < n; b++ {
+		if best&(1<<b) != 0 {
+			out = append(out, reps[b])
+		}
+	}
+	return out, bestSum
+}
+
+// replicasByNode lists the movable replicas on each node: single-node
+// inference replicas of known deployments that are not already moving.
+func (p *planner) replicasByNode(moving map[repKey]bool) map[int][]replicaAt {
+	deps := map[string]*model.Deployment{}
+	for i := range p.s.Deployments {
+		deps[p.s.Deployments[i].ID] = &p.s.Deployments[i]
+	}
+	nodes := map[repKey]map[string]bool{}
+	byKey := map[repKey]*replicaAt{}
+	var order []repKey
+	for _, a := range p.s.Allocations {
+		d := deps[a.OwnerID]
+		if a.OwnerKind != model.OwnerInference || d == nil || moving[repKey{a.OwnerID, a.Replica}] {
+			continue
+		}
+		k := repKey{a.OwnerID, a.Replica}
+		if byKey[k] == nil {
+			byKey[k] = &replicaAt{dep: d, num: a.Replica}
+			nodes[k] = map[string]bool{}
+			order = append(order, k)
+		}
+		byKey[k].allocs = append(byKey[k].allocs, a.ID)
+		byKey[k].gpus += a.GPUs.Count()
+		nodes[k][a.NodeID] = true
+	}
+	out := map[int][]replicaAt{}
+	for _, k := range order {
+		if len(nodes[k]) != 1 {
+			continue
+		}
+		for id := range nodes[k] {
+			if i, ok := p.ix.byID[id]; ok {
+				out[i] = append(out[i], *byKey[k])
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package sched
+
+import "github.com/berthsched/berth/internal/model"
+
+// Pools configures shape segregation (§6 supporting rules, R1). Each field
+// names a node pool (Node.Pool); an empty name means that pool does not
+// exist. With no pool named, every node serves every request.
+//
+//   - Small takes 1..SmallMaxGPUs GPU work (notebooks, small inference, dev)
+//     so its churn cannot fragment whole nodes.
+//   - Inference takes inference replicas of at least InferenceMinGPUs GPUs
+//     (4 and 8 on an 8-GPU node: shapes that divide a node).
+//   - Training takes everything else, and may borrow Inference headroom,
+//     but only as preemptible work (R1), when BorrowInference is set.
+//   - Swap is R4's swap pool: whole nodes held back from normal placement,
+//     used only as relocation scratch by defragmentation.
+type Pools struct {
+	Training         string `json:"training,omitempty" yaml:"training,omitempty"`
+	Inference        string `json:"inference,omitempty" yaml:"inference,omitempty"`
+	Small            string `json:"small,omitempty" yaml:"small,omitempty"`
+	Swap             string `json:"swap,omitempty" yaml:"swap,omitempty"`
+	SmallMaxGPUs     int    `json:"small_max_gpus,omitempty" yaml:"small_max_gpus,omitempty"`
+	InferenceMinGPUs int    `json:"inference_min_gpus,omitempty" yaml:"inference_min_gpus,omitempty"`
+	BorrowInference  bool   `json:"borrow_inference,omitempty" yaml:"borrow_inference,omitempty"`
+}
+
+// DefaultPools names the three pools and the swap pool the way SizePools
+// labels a fleet.
+func DefaultPools() Pools {
+	return Pools{Training: "training", Inference: "inference", Small: "small", Swap: "swap",
+		SmallMaxGPUs: 4, InferenceMinGPUs: 4, BorrowInference: true}
+}
+
+func (p *Pools) configured() bool {
+	return p.Training != "" || p.Inference != "" || p.Small != ""
+}
+
+// route is one pool a request may use, in order of preference.
+type route struct {
+	pool     string
+	any      bool // every pool but Swap (pools not configured)
+	borrowed bool
+}
+
+// routes says where a request may go, best first.
+func (p *Pools) routes(req *model.Request) []route {
+	if !p.configured() {
+		return []route{{any: true}}
+	}
+	smallMax, infMin := p.SmallMaxGPUs, p.InferenceMinGPUs
+	if smallMax == 0 {
+		smallMax = 4
+	}
+	if infMin == 0 {
+		infMin = 4
+	}
+	var out []route
+	add := func(pool string, borrowed bool) {
+		if pool != "" {
+			out = append(out, route{pool: pool, borrowed: borrowed})
+		}
+	}
+	switch {
+	case req.Kind == model.OwnerInference && req.GPUs >= infMin && p.Inference != "":
+		add(p.Inference, false)
+	case req.GPUs <= smallMax && p.Small != "":
+		add(p.Small, false)
+	default:
+		add(p.Training, false)
+		if req.Kind != model.OwnerInference && req.Preemptible && p.BorrowInference {
+			add(p.Inference, true)
+		}
+	}
+	return out
+}
+
+// groupsFor lists the groups a route reaches whose GPU model the request
+// accepts.
+func (ix *Index) groupsFor(r route, req *model.Request, swap string) []*group {
+	var out []*group
+	for _, g := range ix.groups {
+		if r.any {
+			if swap != "" && g.pool == swap {
+				continue
+			}
+		} else if g.pool != r.pool {
+			continue
+		}
+		if req.AcceptsModel(g.model) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
