@@ -121,12 +121,12 @@ func (ix *Index) minOver(g *group, f, lo, hi, skip, pod, k int, fit fitFunc) int
 	return best
 }
 
-// largestPiece returns the partial node (one that already holds work) with
-// the most free GPUs below limit, or -1. Gang remainders take such pieces so
-// that whole nodes stay whole.
+// largestPiece returns the node with the most free GPUs below limit (and
+// below a whole node), or -1. Gang remainders take such pieces so that
+// whole nodes stay whole.
 func (ix *Index) largestPiece(g *group, limit, pod int, fit fitFunc) int {
 	for f := min(limit, g.size) - 1; f >= 1; f-- {
-		if i := ix.minOver(g, f, 1, g.mixed(), -1, pod, f, fit); i >= 0 {
+		if i := ix.minOver(g, f, 0, g.mixed(), -1, pod, f, fit); i >= 0 {
 			return i
 		}
 	}

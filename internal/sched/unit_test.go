@@ -1,0 +1,175 @@
+package sched
+
+import (
+	"testing"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+func TestChooseMask(t *testing.T) {
+	node8 := &model.Node{GPUs: 8}
+	tests := []struct {
+		name string
+		node *model.Node
+		free string
+		k    int
+		want string
+	}{
+		{"4 of an empty node takes an aligned half", node8, "0-7", 4, "0-3"},
+		{"2 of an empty node takes an aligned quarter", node8, "0-7", 2, "0-1"},
+		{"4 goes to the free half, not spread", node8, "0-1,4-7", 4, "4-7"},
+		{"2 fills the tighter half", node8, "2-7", 2, "2-3"},
+		{"1 takes the lone free GPU of a pair", node8, "1,4-7", 1, "1"},
+		{"3 keeps the free pair aligned", node8, "0-7", 3, "0-2"},
+		{"6 takes a half and a quarter", node8, "0-7", 6, "0-5"},
+		{"no aligned block: consume the fragments", node8, "0,2,4-5", 3, "0,2,4"},
+		{"exact", node8, "1,3,5", 3, "1,3,5"},
+		{"16-GPU node", &model.Node{GPUs: 16}, "0-15", 8, "0-7"},
+		{"non power of two node", &model.Node{GPUs: 6}, "0-5", 2, "4-5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			free, _ := model.ParseGPUMask(tt.free)
+			if got := chooseMask(tt.node, free, tt.k); got.String() != tt.want {
+				t.Fatalf("chooseMask(%s, %d) = %s, want %s", tt.free, tt.k, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChooseMaskLinks(t *testing.T) {
+	// Two NVLink islands {0,1,4,5} and {2,3,6,7}: the buddy halves cut
+	// across them, so a 4-GPU request must follow the links instead.
+	links := make([][]int, 8)
+	for i := range links {
+		links[i] = make([]int, 8)
+	}
+	island := func(gs ...int) {
+		for _, a := range gs {
+			for _, b := range gs {
+				if a != b {
+					links[a][b] = 2
+				}
+			}
+		}
+	}
+	island(0, 1, 4, 5)
+	island(2, 3, 6, 7)
+	n := &model.Node{GPUs: 8, Links: &model.LinkMatrix{Links: links}}
+	if got := chooseMask(n, model.FullMask(8), 4); got.String() != "0-1,4-5" {
+		t.Fatalf("got %s, want the island 0-1,4-5", got)
+	}
+	// Free {0,2,5,7}: the buddy choice {0,2} has no link; {0,5} does.
+	if got := chooseMask(n, model.MaskOf(0, 2, 5, 7), 2); got.String() != "0,5" {
+		t.Fatalf("got %s, want the linked pair 0,5", got)
+	}
+	// With equal links, the buddy choice stands: the tighter half's pair.
+	if got := chooseMask(n, model.MaskOf(0, 2, 3, 6, 7), 2); got.String() != "6-7" {
+		t.Fatalf("got %s, want 6-7", got)
+	}
+}
+
+func TestPlaceable(t *testing.T) {
+	tests := []struct{ free, empties, size, want int }{
+		{0, 0, 8, 0},
+		{16, 2, 8, 16}, // two whole nodes
+		{16, 1, 8, 15}, // 16 needs two whole nodes; one is partial
+		{14, 1, 8, 14},
+		{3, 0, 1, 3},
+		{24, 0, 8, 23},
+	}
+	for _, tt := range tests {
+		if got := placeable(tt.free, tt.empties, tt.size); got != tt.want {
+			t.Errorf("placeable(free=%d, empties=%d, size=%d) = %d, want %d", tt.free, tt.empties, tt.size, got, tt.want)
+		}
+	}
+}
+
+func TestBitset(t *testing.T) {
+	b := newBitset(5000)
+	for _, i := range []int{3, 64, 4095, 4096, 4999} {
+		b.set(i)
+	}
+	var got []int
+	for i := b.next(0); i >= 0; i = b.next(i + 1) {
+		got = append(got, i)
+	}
+	want := []int{3, 64, 4095, 4096, 4999}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+	for _, i := range want {
+		b.clear(i)
+	}
+	if !b.empty() || b.next(0) != -1 {
+		t.Fatalf("cleared bitset not empty")
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	p := DefaultPools()
+	tests := []struct {
+		name string
+		req  model.Request
+		want []route
+	}{
+		{"notebook to small", model.Request{Shape: model.Shape{GPUs: 1}, Kind: model.OwnerTraining}, []route{{pool: "small"}}},
+		{"4-GPU replica to inference", model.Request{Shape: model.Shape{GPUs: 4}, Kind: model.OwnerInference}, []route{{pool: "inference"}}},
+		{"2-GPU replica to small", model.Request{Shape: model.Shape{GPUs: 2}, Kind: model.OwnerInference}, []route{{pool: "small"}}},
+		{"gang to training", model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining}, []route{{pool: "training"}}},
+		{"preemptible gang may borrow", model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining, Preemptible: true},
+			[]route{{pool: "training"}, {pool: "inference", borrowed: true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.routes(&tt.req)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Fatalf("got %+v, want %+v", got, tt.want)
+				}
+			}
+		})
+	}
+	if got := (&Pools{}).routes(&model.Request{Shape: model.Shape{GPUs: 1}}); len(got) != 1 || !got[0].any {
+		t.Fatalf("unconfigured pools route to %+v, want every pool", got)
+	}
+}
+
+func TestRollbackRestoresIndex(t *testing.T) {
+	nodes := []model.Node{{ID: "a", Pod: "p", Model: "H100", GPUs: 8}, {ID: "b", Pod: "p", Model: "H100", GPUs: 8}}
+	ix := NewIndex(nodes, nil, Config{})
+	before := ix.Summary(true)
+	cp := ix.Checkpoint()
+	req := model.Request{Shape: model.Shape{GPUs: 12, Topology: model.TopologyPod}}
+	if _, why := ix.Place(&req, Pools{}); why != nil {
+		t.Fatal(why)
+	}
+	ix.Rollback(cp)
+	after := ix.Summary(true)
+	if after.FreeGPUs != before.FreeGPUs || after.FreeNodesFull != before.FreeNodesFull || after.LargestPlaceable != before.LargestPlaceable {
+		t.Fatalf("rollback left %+v, want %+v", after, before)
+	}
+}
+
+func TestSizePools(t *testing.T) {
+	var nodes []model.Node
+	for i := 0; i < 20; i++ {
+		nodes = append(nodes, model.Node{ID: string(rune('a' + i)), Pod: "p", GPUs: 8})
+	}
+	deps := []model.Deployment{{ID: "chat", ReplicaShape: model.Shape{GPUs: 4, Topology: model.TopologyNode}, MaxReplicas: 5}}
+	got, sz := SizePools(nodes, deps, DefaultPools(), 2)
+	if sz.InferenceGPUs != 20 || sz.InferenceNodes != 3 || sz.SmallNodes != 2 || sz.SwapNodes != 1 || sz.TrainingNodes != 14 {
+		t.Fatalf("sizes %+v", sz)
+	}
+	if got["t"] != "inference" || got["q"] != "small" || got["o"] != "swap" || got["a"] != "training" {
+		t.Fatalf("assignment %v", got)
+	}
+}
