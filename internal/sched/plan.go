@@ -170,13 +170,30 @@ func (p *planner) inference() {
 	}
 }
 
-// scaleDown stops the highest-numbered replicas beyond the target.
+// scaleDown stops replicas beyond the target. Which ones is a free
+// defragmentation (R4's "relocate on natural churn"): stop first the
+// replicas whose node ends up with the most free GPUs, so scale-down hands
+// back whole nodes rather than holes; ties stop the highest-numbered.
 func (p *planner) scaleDown(d *model.Deployment, reps map[int][]string) {
+	freeAfter := map[int]int{}
+	for _, a := range p.s.Allocations {
+		if a.OwnerKind != model.OwnerInference || a.OwnerID != d.ID {
+			continue
+		}
+		if i, ok := p.ix.byID[a.NodeID]; ok {
+			freeAfter[a.Replica] = max(freeAfter[a.Replica], p.ix.nodes[i].free.Count()+a.GPUs.Count())
+		}
+	}
 	nums := make([]int, 0, len(reps))
 	for r := range reps {
 		nums = append(nums, r)
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(nums)))
+	sort.Slice(nums, func(a, b int) bool {
+		if freeAfter[nums[a]] != freeAfter[nums[b]] {
+			return freeAfter[nums[a]] > freeAfter[nums[b]]
+		}
+		return nums[a] > nums[b]
+	})
 	for _, r := range nums[:len(nums)-d.Target()] {
 		p.d.Stops = append(p.d.Stops, Stop{OwnerID: d.ID, Replica: r, Allocations: reps[r]})
 	}

@@ -80,6 +80,10 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 			Swap: a.str("swap", ""), SmallMaxGPUs: a.int("small-max", 4), InferenceMinGPUs: a.int("inference-min", 4),
 			BorrowInference: a.bool("borrow")}
 		return "ok\n", nil
+	case "config":
+		w.cfg.MaxRelocations = a.int("max-relocations", w.cfg.MaxRelocations)
+		w.cfg.FragTarget = a.int("frag-target", w.cfg.FragTarget)
+		return "ok\n", nil
 	case "place":
 		req := a.request(model.OwnerTraining)
 		ix := sched.NewIndex(w.nodes, w.allocs, w.cfg)
