@@ -88,16 +88,7 @@ type journalEntry struct {
 // ignored: they are the reconciler's business, not the placer's.
 func NewIndex(nodes []model.Node, allocs []model.Allocation, cfg Config) *Index {
 	cfg = cfg.withDefaults()
-	sorted := make([]*model.Node, len(nodes))
-	for i := range nodes {
-		sorted[i] = &nodes[i]
-	}
-	sort.Slice(sorted, func(a, b int) bool {
-		if sorted[a].Pod != sorted[b].Pod {
-			return sorted[a].Pod < sorted[b].Pod
-		}
-		return sorted[a].ID < sorted[b].ID
-	})
+	sorted := byPodThenID(nodes)
 	ix := &Index{nodes: make([]nodeState, len(sorted)), byID: make(map[string]int, len(sorted)),
 		fragTarget: cfg.FragTarget, swap: cfg.Pools.Swap}
 	type gkey struct {
@@ -211,28 +202,13 @@ func (ix *Index) link(i int) {
 	if !ns.eligible {
 		return
 	}
-	g := ix.groups[ns.group]
-	p := g.pods[ns.pod]
+	ix.account(ns, +1)
 	f := ns.free.Count()
-	g.free += f
-	p.free += f
-	whole := ns.whole()
-	if whole {
-		g.empties++
-		p.empties++
-	}
-	if ix.counts(g) {
-		ix.free += f
-		if f < ix.fragTarget && f < ns.node.GPUs {
-			ix.frag += f
-		}
-		if whole {
-			ix.wholeFree++
-		}
-	}
 	if f == 0 {
 		return
 	}
+	g := ix.groups[ns.group]
+	p := g.pods[ns.pod]
 	b := g.bucketOf(f, ix.class(ns))
 	ns.bucket = b
 	p.buckets[b*p.words+ns.local>>6] |= 1 << uint(ns.local&63)
@@ -246,33 +222,40 @@ func (ix *Index) unlink(i int) {
 	if !ns.eligible {
 		return
 	}
-	g := ix.groups[ns.group]
-	p := g.pods[ns.pod]
-	f := ns.free.Count()
-	g.free -= f
-	p.free -= f
-	whole := ns.whole()
-	if whole {
-		g.empties--
-		p.empties--
-	}
-	if ix.counts(g) {
-		ix.free -= f
-		if f < ix.fragTarget && f < ns.node.GPUs {
-			ix.frag -= f
-		}
-		if whole {
-			ix.wholeFree--
-		}
-	}
+	ix.account(ns, -1)
 	if ns.bucket < 0 {
 		return
 	}
+	g := ix.groups[ns.group]
+	p := g.pods[ns.pod]
 	b := ns.bucket
 	ns.bucket = -1
 	p.buckets[b*p.words+ns.local>>6] &^= 1 << uint(ns.local&63)
 	if p.counts[b]--; p.counts[b] == 0 {
 		g.podsWith[b].clear(ns.pod)
+	}
+}
+
+// account adds (sign +1) or removes (-1) the node's free GPUs and whole-node
+// status from its pod, its group and the cluster totals.
+func (ix *Index) account(ns *nodeState, sign int) {
+	g := ix.groups[ns.group]
+	p := g.pods[ns.pod]
+	f := sign * ns.free.Count()
+	whole := 0
+	if ns.whole() {
+		whole = sign
+	}
+	g.free += f
+	p.free += f
+	g.empties += whole
+	p.empties += whole
+	if ix.counts(g) {
+		ix.free += f
+		ix.wholeFree += whole
+		if n := ns.free.Count(); n < ix.fragTarget && n < ns.node.GPUs {
+			ix.frag += f
+		}
 	}
 }
 
@@ -339,4 +322,19 @@ func (ix *Index) Release(a model.Allocation) bool {
 	}
 	ix.release(i, a.GPUs, a.CPUMilli, a.MemoryMiB)
 	return true
+}
+
+// byPodThenID orders nodes by (pod, id): the order every tie breaks in.
+func byPodThenID(nodes []model.Node) []*model.Node {
+	sorted := make([]*model.Node, len(nodes))
+	for i := range nodes {
+		sorted[i] = &nodes[i]
+	}
+	sort.Slice(sorted, func(a, b int) bool {
+		if sorted[a].Pod != sorted[b].Pod {
+			return sorted[a].Pod < sorted[b].Pod
+		}
+		return sorted[a].ID < sorted[b].ID
+	})
+	return sorted
 }

@@ -1,10 +1,6 @@
 package sched
 
-import (
-	"sort"
-
-	"github.com/berthsched/berth/internal/model"
-)
+import "github.com/berthsched/berth/internal/model"
 
 // PoolSizes says how many nodes each pool should hold.
 type PoolSizes struct {
@@ -24,16 +20,7 @@ type PoolSizes struct {
 // the end of the (pod, id) order so that training keeps whole pods together.
 // Nodes keep no previous label: the result is a full proposal.
 func SizePools(nodes []model.Node, deps []model.Deployment, p Pools, smallNodes int) (map[string]string, PoolSizes) {
-	sorted := make([]*model.Node, len(nodes))
-	for i := range nodes {
-		sorted[i] = &nodes[i]
-	}
-	sort.Slice(sorted, func(a, b int) bool {
-		if sorted[a].Pod != sorted[b].Pod {
-			return sorted[a].Pod < sorted[b].Pod
-		}
-		return sorted[a].ID < sorted[b].ID
-	})
+	sorted := byPodThenID(nodes)
 	var sz PoolSizes
 	for i := range deps {
 		req := model.Request{Shape: deps[i].ReplicaShape, Kind: model.OwnerInference}
