@@ -40,6 +40,13 @@ type Allocation struct {
 	Preemptible bool `json:"preemptible"`
 	// Borrowed marks capacity taken outside the owner's own pool or quota.
 	// Borrowed capacity is always preemptible (R1, §4).
-	Borrowed  bool      `json:"borrowed,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	Borrowed bool `json:"borrowed,omitempty"`
+	// Reservation names the reservation a backfill allocation runs inside;
+	// it yields the moment that reservation can complete (R2).
+	Reservation string    `json:"reservation,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	// Stopping marks an allocation whose preemption is in flight: stop
+	// requested, deadline StopDeadline. Its GPUs are still in use.
+	Stopping     bool      `json:"stopping,omitempty"`
+	StopDeadline time.Time `json:"stop_deadline,omitempty"`
 }

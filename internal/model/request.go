@@ -79,16 +79,96 @@ const (
 	JobCancelled JobState = "cancelled"
 )
 
+// Checkpoint is where a preemptible job writes its state and how big that
+// state is. The size sets the preemption deadline (R3): size / measured
+// storage bandwidth × 3.
+type Checkpoint struct {
+	Path      string        `json:"path"`
+	SizeBytes int64         `json:"size_bytes"`
+	Interval  time.Duration `json:"interval,omitempty"`
+}
+
 // Job is a training job: gang-scheduled, all GPUs or none.
 type Job struct {
-	ID          string        `json:"id"`
+	ID string `json:"id"`
+	// Org, Team and User place the job in the quota tree: org, org/team,
+	// org/team/user.
+	Org         string        `json:"org,omitempty"`
 	Team        string        `json:"team,omitempty"`
+	User        string        `json:"user,omitempty"`
 	Shape       Shape         `json:"shape"`
 	Priority    int           `json:"priority"`
 	Preemptible bool          `json:"preemptible"`
+	Checkpoint  *Checkpoint   `json:"checkpoint,omitempty"`
 	MaxRuntime  time.Duration `json:"max_runtime,omitempty"`
 	State       JobState      `json:"state"`
 	SubmittedAt time.Time     `json:"submitted_at"`
+	// QueuedAt is when the job last entered the queue: its submission, or
+	// its requeue after a preemption. Zero means SubmittedAt.
+	QueuedAt time.Time `json:"queued_at,omitempty"`
+	// StartedAt is when the current run began; the minimum runtime before
+	// it may be preempted counts from here.
+	StartedAt        time.Time `json:"started_at,omitempty"`
+	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitempty"`
+	PreemptCount     int       `json:"preempt_count,omitempty"`
+}
+
+// Queued is when the job's current wait began.
+func (j *Job) Queued() time.Time {
+	if j.QueuedAt.IsZero() {
+		return j.SubmittedAt
+	}
+	return j.QueuedAt
+}
+
+// Scopes lists the quota scopes the job counts against, widest first:
+// org, org/team, org/team/user (only those its fields name).
+func (j *Job) Scopes() []string {
+	var out []string
+	path := ""
+	for _, part := range []string{j.Org, j.Team, j.User} {
+		if part == "" {
+			break
+		}
+		if path != "" {
+			path += "/"
+		}
+		path += part
+		out = append(out, path)
+	}
+	return out
+}
+
+// Validate checks the job's fields and names the first wrong one.
+func (j *Job) Validate() error {
+	if j.ID == "" {
+		return fmt.Errorf("id: must not be empty")
+	}
+	if err := j.Shape.Validate("shape."); err != nil {
+		return err
+	}
+	if j.MaxRuntime < 0 {
+		return fmt.Errorf("max_runtime: %s must not be negative", j.MaxRuntime)
+	}
+	if j.Team == "" && j.User != "" {
+		return fmt.Errorf("team: must be set when user is")
+	}
+	if j.Org == "" && j.Team != "" {
+		return fmt.Errorf("org: must be set when team is")
+	}
+	if j.Preemptible {
+		// The contract of the cluster (§7, R3): preemptible work must be
+		// cheap to reclaim, so it must say where and how much it writes.
+		switch {
+		case j.Checkpoint == nil:
+			return fmt.Errorf("checkpoint: a preemptible job must declare one (path and size_bytes)")
+		case j.Checkpoint.Path == "":
+			return fmt.Errorf("checkpoint.path: a preemptible job must say where it checkpoints")
+		case j.Checkpoint.SizeBytes <= 0:
+			return fmt.Errorf("checkpoint.size_bytes: %d must be positive for a preemptible job", j.Checkpoint.SizeBytes)
+		}
+	}
+	return nil
 }
 
 // Request returns the placement request for the job.
@@ -106,6 +186,21 @@ type Deployment struct {
 	MaxReplicas  int    `json:"max_replicas"`
 	Desired      int    `json:"desired_replicas"`
 	Priority     int    `json:"priority"`
+}
+
+// Validate checks the deployment's fields and names the first wrong one.
+func (d *Deployment) Validate() error {
+	switch {
+	case d.ID == "":
+		return fmt.Errorf("id: must not be empty")
+	case d.MinReplicas < 0:
+		return fmt.Errorf("min_replicas: %d must not be negative", d.MinReplicas)
+	case d.MaxReplicas < d.MinReplicas:
+		return fmt.Errorf("max_replicas: %d must be at least min_replicas (%d)", d.MaxReplicas, d.MinReplicas)
+	case d.Desired < 0:
+		return fmt.Errorf("desired_replicas: %d must not be negative", d.Desired)
+	}
+	return d.ReplicaShape.Validate("replica_shape.")
 }
 
 // Target is the replica count the scheduler reconciles toward: desired,

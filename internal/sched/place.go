@@ -45,7 +45,8 @@ type placeOpts struct {
 	// pool: a relocation that lands on an empty node moves the hole instead
 	// of closing it.
 	partialOnly bool
-	routes      []route // overrides the pools' routing
+	routes      []route      // overrides the pools' routing
+	only        map[int]bool // when set, the only nodes that may be used
 }
 
 // placer carries one request through the index.
@@ -65,10 +66,25 @@ func (ix *Index) Place(req *model.Request, pools Pools) (Placement, *Reason) {
 }
 
 func (ix *Index) place(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
+	pl := ix.newPlacer(req, pools, opts)
+	routes := opts.routes
+	if routes == nil {
+		routes = pools.routes(req)
+	}
+	for _, r := range routes {
+		groups := ix.groupsFor(r, req, pools.Swap)
+		if pl.placeIn(groups) {
+			return pl.placement(r), nil
+		}
+	}
+	return Placement{}, ix.explain(req, routes, pools)
+}
+
+func (ix *Index) newPlacer(req *model.Request, pools Pools, opts placeOpts) *placer {
 	pl := &placer{ix: ix, req: req, opts: opts}
 	k := req.GPUs
 	pl.fit = func(i, n int) bool {
-		if opts.exclude[i] {
+		if opts.exclude[i] || (opts.only != nil && !opts.only[i]) {
 			return false
 		}
 		ns := &ix.nodes[i]
@@ -77,21 +93,16 @@ func (ix *Index) place(req *model.Request, pools Pools, opts placeOpts) (Placeme
 		}
 		return ns.cpu >= share(req.CPUMilli, n, k) && ns.mem >= share(req.MemoryMiB, n, k)
 	}
-	routes := opts.routes
-	if routes == nil {
-		routes = pools.routes(req)
+	return pl
+}
+
+// placement wraps what the placer took, under the route it took it by.
+func (pl *placer) placement(r route) Placement {
+	pool := r.pool
+	if r.any {
+		pool = pl.ix.nodes[pl.ix.byID[pl.parts[0].Node]].node.Pool
 	}
-	for _, r := range routes {
-		groups := ix.groupsFor(r, req, pools.Swap)
-		if pl.placeIn(groups) {
-			pool := r.pool
-			if r.any {
-				pool = ix.nodes[ix.byID[pl.parts[0].Node]].node.Pool
-			}
-			return Placement{Pool: pool, Borrowed: r.borrowed, Parts: pl.parts}, nil
-		}
-	}
-	return Placement{}, ix.explain(req, routes, pools)
+	return Placement{Pool: pool, Borrowed: r.borrowed, Parts: pl.parts}
 }
 
 func (pl *placer) placeIn(groups []*group) bool {

@@ -1,34 +1,12 @@
 package sched
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
 )
-
-// Config holds the core's policy knobs. The zero value is usable: every
-// field has a documented default.
-type Config struct {
-	Pools Pools `json:"pools"`
-	// FragTarget is the one-node request size the fragmentation figure is
-	// measured against. Default 8 (a TP8 job).
-	FragTarget int `json:"frag_target,omitempty"`
-	// MaxRelocations bounds defragmentation moves in flight at once
-	// (R4: each move over-provisions for up to a minute). Default 4;
-	// negative disables defragmentation.
-	MaxRelocations int `json:"max_relocations,omitempty"`
-}
-
-func (c Config) withDefaults() Config {
-	if c.FragTarget == 0 {
-		c.FragTarget = 8
-	}
-	if c.MaxRelocations == 0 {
-		c.MaxRelocations = 4
-	}
-	return c
-}
 
 // State is the snapshot Plan decides over: what the allocation table holds.
 type State struct {
@@ -36,17 +14,29 @@ type State struct {
 	Allocations []model.Allocation
 	Jobs        []model.Job
 	Deployments []model.Deployment
+	Quotas      []model.Quota
+	// Reservations are the previous pass's; they carry each reservation's
+	// age and the unit it was filling, so a search does not wander.
+	Reservations []Reservation
 	// Relocations are defragmentation moves already in flight.
 	Relocations []Relocation
-	Config      Config
+	// RecentPreemptions covers at least the last hour, for the budget.
+	RecentPreemptions []PreemptionRecord
+	// StorageBandwidth is the measured checkpoint bandwidth in bytes/s;
+	// zero means unmeasured (Config.Storage.Bandwidth is assumed).
+	StorageBandwidth float64
+	Config           Config
 }
 
-// Bind places one request: a training job, or one replica of a deployment.
+// Bind places one request: a training job, a backfill run, or one replica
+// of a deployment.
 type Bind struct {
 	Kind        model.OwnerKind `json:"kind"`
 	OwnerID     string          `json:"owner_id"`
 	Replica     int             `json:"replica,omitempty"`
 	Preemptible bool            `json:"preemptible"`
+	// Reservation is, for backfill, the reservation it runs inside.
+	Reservation string `json:"reservation,omitempty"`
 	Placement
 }
 
@@ -61,55 +51,87 @@ type Stop struct {
 // Pending is a request left unplaced this pass, with why. For a deployment
 // it covers Missing replicas starting at Replica.
 type Pending struct {
-	Kind    model.OwnerKind `json:"kind"`
-	OwnerID string          `json:"owner_id"`
-	Replica int             `json:"replica,omitempty"`
-	Missing int             `json:"missing,omitempty"`
-	Reason  Reason          `json:"reason"`
+	Kind     model.OwnerKind `json:"kind"`
+	OwnerID  string          `json:"owner_id"`
+	Replica  int             `json:"replica,omitempty"`
+	Missing  int             `json:"missing,omitempty"`
+	Reason   Reason          `json:"reason"`
+	Priority *Priority       `json:"priority,omitempty"`
 }
 
 // Decision is everything one pass decided, as data. Applying it is the
 // control loop's job (or the simulator's); Plan never does.
 type Decision struct {
-	Binds       []Bind          `json:"binds,omitempty"`
-	Stops       []Stop          `json:"stops,omitempty"`
-	Relocations []Relocation    `json:"relocations,omitempty"`
-	Pending     []Pending       `json:"pending,omitempty"`
-	Topology    TopologySummary `json:"topology"`
+	Binds        []Bind          `json:"binds,omitempty"`
+	Stops        []Stop          `json:"stops,omitempty"`
+	Preemptions  []Preemption    `json:"preemptions,omitempty"`
+	Reservations []Reservation   `json:"reservations,omitempty"`
+	Relocations  []Relocation    `json:"relocations,omitempty"`
+	Pending      []Pending       `json:"pending,omitempty"`
+	Alerts       []Alert         `json:"alerts,omitempty"`
+	Topology     TopologySummary `json:"topology"`
 }
 
-// Plan decides one scheduling pass over a snapshot at time now. Inference
-// is placed before training in every pass: first every deployment up to its
-// min_replicas (availability), then up to its target; then training jobs by
-// priority, then submit time. Requests a node-topology job cannot get
-// because of fragmentation trigger defragmentation proposals.
+// Plan decides one scheduling pass over a snapshot at time now.
+//
+//  1. Inference first (never preempted): every deployment up to
+//     min_replicas (availability: may preempt whatever the budget says),
+//     then up to its target (preempting only within the budget; beyond it
+//     a page is raised).
+//  2. Training in rank order (effective priority, submit time, id): place
+//     on free GPUs within quota; else backfill into a reservation's held
+//     GPUs when the job ends before the reservation fills; else make room
+//     by preempting the minimal victim set ranked below it; else hold the
+//     free GPUs of its best unit until it fills.
+//  3. Defragmentation proposals for what fragmentation alone blocks.
 func Plan(s State, now time.Time) Decision {
-	_ = now // time-based policy (aging, deadlines) arrives with reservations
 	cfg := s.Config.withDefaults()
-	ix := NewIndex(s.Nodes, s.Allocations, cfg)
-	p := &planner{s: &s, cfg: cfg, ix: ix, exclude: map[int]bool{}}
-	for _, r := range s.Relocations {
-		if i, ok := ix.byID[r.FromNode]; ok {
-			p.exclude[i] = true
-		}
-	}
+	p := &planner{s: &s, cfg: cfg, now: now, ix: NewIndex(s.Nodes, s.Allocations, cfg), exclude: map[int]bool{},
+		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[string]Reservation{},
+		throttled: map[string]*throttle{}, noRoom: map[string]bool{}, noFit: map[string]*Reason{}}
+	p.prepare()
 	p.inference()
 	p.training()
 	p.defrag()
-	ix.Commit()
-	p.d.Topology = ix.Summary(false)
+	p.pageThrottled()
+	p.starvation()
+	if p.budget.degraded {
+		p.alert(Alert{ID: "storage-degraded", Severity: SeverityPage, Kind: "storage_degraded",
+			Message: fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped until it recovers",
+				rateString(p.budget.bandwidth), rateString(cfg.Storage.MinBandwidth))})
+	}
+	for _, r := range p.reservations {
+		p.d.Reservations = append(p.d.Reservations, *r)
+	}
+	p.ix.Commit()
+	p.d.Topology = p.ix.Summary(false)
 	return p.d
 }
 
 type planner struct {
 	s       *State
 	cfg     Config
+	now     time.Time
 	ix      *Index
 	d       Decision
-	exclude map[int]bool // nodes being emptied: no new work lands there
+	exclude map[int]bool // nodes being emptied: no new inference lands there
 	// blocked are pending node-topology requests fragmentation stands in
 	// the way of, in the order they were tried.
 	blocked []blockedReq
+
+	jobs         map[string]*model.Job
+	quota        *quotaBook
+	cands        []*victim       // preemption candidates, in preemption order
+	backfilled   map[string]bool // reservations with backfill running inside
+	stopping     []model.Allocation
+	budget       budget
+	prevRes      map[string]Reservation
+	reservations []*Reservation
+	throttled    map[string]*throttle
+	// Per-pass caches. Within the training phase free GPUs only shrink and
+	// later jobs rank lower (fewer victims), so a failure stays a failure.
+	noRoom map[string]bool
+	noFit  map[string]*Reason
 }
 
 type blockedReq struct {
@@ -117,122 +139,42 @@ type blockedReq struct {
 	reason Reason
 }
 
-func (p *planner) inference() {
-	deps := append([]model.Deployment(nil), p.s.Deployments...)
-	sort.SliceStable(deps, func(a, b int) bool {
-		if deps[a].Priority != deps[b].Priority {
-			return deps[a].Priority > deps[b].Priority
-		}
-		return deps[a].ID < deps[b].ID
-	})
-	have := map[string]map[int][]string{} // deployment → replica → allocation ids
-	for _, a := range p.s.Allocations {
-		if a.OwnerKind != model.OwnerInference {
-			continue
-		}
-		if have[a.OwnerID] == nil {
-			have[a.OwnerID] = map[int][]string{}
-		}
-		have[a.OwnerID][a.Replica] = append(have[a.OwnerID][a.Replica], a.ID)
-	}
-	failed := map[string]bool{}
-	grow := func(d *model.Deployment, upTo int) {
-		reps := have[d.ID]
-		if reps == nil {
-			reps = map[int][]string{}
-			have[d.ID] = reps
-		}
-		for next := 0; len(reps) < upTo && !failed[d.ID]; next++ {
-			if _, ok := reps[next]; ok {
-				continue
-			}
-			req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Priority: d.Priority}
-			pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{exclude: p.exclude})
-			if why != nil {
-				failed[d.ID] = true
-				p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Missing: upTo - len(reps), Reason: *why})
-				p.noteBlocked(req, why)
-				return
-			}
-			reps[next] = nil
-			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Placement: pl})
-		}
-	}
-	for i := range deps {
-		grow(&deps[i], deps[i].MinReplicas)
-	}
-	for i := range deps {
-		d := &deps[i]
-		grow(d, d.Target())
-		if reps := have[d.ID]; len(reps) > d.Target() {
-			p.scaleDown(d, reps)
-		}
-	}
-}
-
-// scaleDown stops replicas beyond the target. Which ones is a free
-// defragmentation (R4's "relocate on natural churn"): stop first the
-// replicas whose node ends up with the most free GPUs, so scale-down hands
-// back whole nodes rather than holes; ties stop the highest-numbered.
-func (p *planner) scaleDown(d *model.Deployment, reps map[int][]string) {
-	freeAfter := map[int]int{}
-	for _, a := range p.s.Allocations {
-		if a.OwnerKind != model.OwnerInference || a.OwnerID != d.ID {
-			continue
-		}
-		if i, ok := p.ix.byID[a.NodeID]; ok {
-			freeAfter[a.Replica] = max(freeAfter[a.Replica], p.ix.nodes[i].free.Count()+a.GPUs.Count())
-		}
-	}
-	nums := make([]int, 0, len(reps))
-	for r := range reps {
-		nums = append(nums, r)
-	}
-	sort.Slice(nums, func(a, b int) bool {
-		if freeAfter[nums[a]] != freeAfter[nums[b]] {
-			return freeAfter[nums[a]] > freeAfter[nums[b]]
-		}
-		return nums[a] > nums[b]
-	})
-	for _, r := range nums[:len(nums)-d.Target()] {
-		p.d.Stops = append(p.d.Stops, Stop{OwnerID: d.ID, Replica: r, Allocations: reps[r]})
-	}
-}
-
-func (p *planner) training() {
-	running := map[string]bool{}
-	for _, a := range p.s.Allocations {
-		if a.OwnerKind != model.OwnerInference {
-			running[a.OwnerID] = true
-		}
-	}
-	var queue []*model.Job
+func (p *planner) prepare() {
 	for i := range p.s.Jobs {
-		j := &p.s.Jobs[i]
-		if j.State == model.JobPending && !running[j.ID] {
-			queue = append(queue, j)
+		p.jobs[p.s.Jobs[i].ID] = &p.s.Jobs[i]
+	}
+	for _, r := range p.s.Reservations {
+		p.prevRes[resKey(r.Owner, r.Replica)] = r
+	}
+	for _, r := range p.s.Relocations {
+		if i, ok := p.ix.byID[r.FromNode]; ok {
+			p.exclude[i] = true
 		}
 	}
-	sort.SliceStable(queue, func(a, b int) bool {
-		x, y := queue[a], queue[b]
-		if x.Priority != y.Priority {
-			return x.Priority > y.Priority
+	for _, a := range p.s.Allocations {
+		if a.Stopping {
+			p.stopping = append(p.stopping, a)
 		}
-		if !x.SubmittedAt.Equal(y.SubmittedAt) {
-			return x.SubmittedAt.Before(y.SubmittedAt)
-		}
-		return x.ID < y.ID
-	})
-	for _, j := range queue {
-		req := j.Request()
-		pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{})
-		if why != nil {
-			p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: *why})
-			p.noteBlocked(req, why)
+		if a.OwnerKind == model.OwnerInference {
 			continue
 		}
-		p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerTraining, OwnerID: j.ID, Preemptible: j.Preemptible || pl.Borrowed, Placement: pl})
+		if j := p.jobs[a.OwnerID]; j != nil {
+			p.quota.add(j, a.GPUs.Count(), a.Borrowed || a.OwnerKind == model.OwnerBackfill)
+		}
 	}
+	p.budget = p.newBudget()
+	p.cands = p.victims()
+	p.backfilled = map[string]bool{}
+	for _, v := range p.cands {
+		if v.tier == tierBackfill {
+			p.backfilled[v.backfillFor] = true
+		}
+	}
+}
+
+// shapeKey identifies requests that place identically.
+func shapeKey(r *model.Request) string {
+	return fmt.Sprintf("%s/%d/%v/%d/%d/%s/%t", r.Topology, r.GPUs, r.Models, r.CPUMilli, r.MemoryMiB, r.Kind, r.Preemptible)
 }
 
 // noteBlocked remembers node-topology requests that only fragmentation
@@ -241,4 +183,38 @@ func (p *planner) noteBlocked(req model.Request, why *Reason) {
 	if req.Topology == model.TopologyNode && why.Code == ReasonUnschedulable && why.Constraint == "topology" {
 		p.blocked = append(p.blocked, blockedReq{req, *why})
 	}
+}
+
+// starvation raises R2's guard: a job waiting longer than StarvationAfter
+// is a capacity-planning signal, not a queue position.
+func (p *planner) starvation() {
+	var late []Pending
+	for _, pd := range p.d.Pending {
+		if pd.Kind != model.OwnerTraining {
+			continue
+		}
+		if j := p.jobs[pd.OwnerID]; j != nil && p.now.Sub(j.Queued()) >= p.cfg.StarvationAfter {
+			late = append(late, pd)
+		}
+	}
+	for i, pd := range late {
+		if i == p.cfg.MaxStarvationAlerts {
+			p.alert(Alert{ID: "starvation/more", Severity: SeverityWarn, Kind: "starvation",
+				Message: fmt.Sprintf("%d more jobs have waited longer than %s", len(late)-i, p.cfg.StarvationAfter)})
+			break
+		}
+		j := p.jobs[pd.OwnerID]
+		p.alert(Alert{ID: "starvation/" + j.ID, Severity: SeverityWarn, Kind: "starvation", Subject: j.ID,
+			Message: fmt.Sprintf("this cluster cannot host job %s: waited %s for %d GPUs (%s) even with preemption; %s",
+				j.ID, p.now.Sub(j.Queued()).Round(time.Minute), j.Shape.GPUs, j.Shape.Topology, pd.Reason.Message)})
+	}
+}
+
+func sortedInts(m map[int][]string) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
 }

@@ -1,0 +1,129 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Severity says who must look: info is for the timeline, warn for the
+// dashboard, page for a human now.
+type Severity string
+
+const (
+	SeverityInfo Severity = "info"
+	SeverityWarn Severity = "warn"
+	SeverityPage Severity = "page"
+)
+
+// Alert is something a person should know, raised by a pass. IDs are
+// stable across passes so that the control loop can de-duplicate.
+type Alert struct {
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	Kind     string   `json:"kind"`
+	Subject  string   `json:"subject,omitempty"`
+	Message  string   `json:"message"`
+	Page     *Page    `json:"page,omitempty"`
+}
+
+// Page is R6's page: it says what to do, priced in the units each side
+// cares about, not merely what happened.
+type Page struct {
+	Deployment   string       `json:"deployment"`
+	Want         int          `json:"want_replicas"`
+	Have         int          `json:"have_replicas"`
+	Min          int          `json:"min_replicas"`
+	BlockedGPUs  int          `json:"blocked_gpus"`
+	Rate         float64      `json:"rate"`
+	Limit        float64      `json:"limit"`
+	WouldPreempt []PageVictim `json:"would_preempt"`
+	Actions      []PageAction `json:"actions"`
+}
+
+// PageVictim is one job the blocked scale-up would preempt.
+type PageVictim struct {
+	Job             string        `json:"job"`
+	Team            string        `json:"team"`
+	GPUs            int           `json:"gpus"`
+	Runtime         time.Duration `json:"runtime"`
+	SinceCheckpoint time.Duration `json:"since_checkpoint"`
+	CostGPUHours    float64       `json:"cost_gpu_hours"`
+}
+
+// PageAction is one button on the page.
+type PageAction struct {
+	ID    string `json:"id"` // raise_budget, preempt, accept_degraded
+	Label string `json:"label"`
+	// Budget is the new page limit raise_budget sets.
+	Budget       float64 `json:"budget,omitempty"`
+	CostGPUHours float64 `json:"cost_gpu_hours"`
+	Replicas     int     `json:"replicas"`
+}
+
+func (p *planner) alert(a Alert) { p.d.Alerts = append(p.d.Alerts, a) }
+
+// throttle collects one deployment's scale-up held back by the budget.
+type throttle struct {
+	want, have, min, missing, gpus int
+	victims                        []*victim
+}
+
+// pageThrottled raises R6's page for every deployment whose scale-up above
+// min_replicas waits on the preemption budget.
+func (p *planner) pageThrottled() {
+	ids := make([]string, 0, len(p.throttled))
+	for id := range p.throttled {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		t := p.throttled[id]
+		gpus, cost := 0, 0.0
+		pg := &Page{Deployment: id, Want: t.want, Have: t.have, Min: t.min, BlockedGPUs: t.missing * t.gpus,
+			Rate: p.budget.rate(0), Limit: p.cfg.Budget.Page}
+		for _, v := range t.victims {
+			since := p.now.Sub(v.job.LastCheckpointAt)
+			if v.job.LastCheckpointAt.IsZero() {
+				since = p.now.Sub(v.job.StartedAt)
+			}
+			c := p.lost(v)
+			pg.WouldPreempt = append(pg.WouldPreempt, PageVictim{Job: v.job.ID, Team: v.job.Team, GPUs: v.gpus,
+				Runtime: p.now.Sub(v.job.StartedAt).Round(time.Minute), SinceCheckpoint: since.Round(time.Minute), CostGPUHours: c})
+			gpus += v.gpus
+			cost += c
+		}
+		cost = math.Round(cost*10) / 10
+		needed := math.Ceil(p.budget.rate(gpus)*20) / 20 // next 5%
+		pg.Actions = []PageAction{
+			{ID: "raise_budget", Label: fmt.Sprintf("raise budget to %.0f%%", 100*needed), Budget: needed, CostGPUHours: cost, Replicas: t.missing},
+			{ID: "preempt", Label: "preempt listed jobs", CostGPUHours: cost, Replicas: t.missing},
+			{ID: "accept_degraded", Label: "accept degraded", Replicas: 0},
+		}
+		floor := "SAFE"
+		if t.have < t.min {
+			floor = "BREACHED"
+		}
+		var lines []string
+		for _, v := range pg.WouldPreempt {
+			lines = append(lines, fmt.Sprintf("%s (%s, %d GPU, %s in, ckpt %s ago, %.1f GPU-h)", v.Job, v.Team, v.GPUs,
+				shortDuration(v.Runtime), shortDuration(v.SinceCheckpoint), v.CostGPUHours))
+		}
+		msg := fmt.Sprintf("inference scale-up throttled by preemption budget: want %d replicas, have %d, min_replicas %d (floor is %s); "+
+			"blocked: %d GPUs behind preemption budget (%.0f%%/h, limit %.0f%%/h); would preempt: %s; cost of preempting: ~%.1f GPU-hours of lost training progress",
+			t.want, t.have, t.min, floor, pg.BlockedGPUs, 100*pg.Rate, 100*pg.Limit, strings.Join(lines, "; "), cost)
+		p.alert(Alert{ID: "budget/" + id, Severity: SeverityPage, Kind: "inference_throttled", Subject: id, Message: msg, Page: pg})
+	}
+}
+
+func shortDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour:
+		return fmt.Sprintf("%.0fh", d.Hours())
+	case d >= time.Minute:
+		return fmt.Sprintf("%.0fm", d.Minutes())
+	}
+	return fmt.Sprintf("%.0fs", d.Seconds())
+}

@@ -1,0 +1,186 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// PreemptionRecord is one preemption in the recent past. The control loop
+// keeps the last hour of them in the table; the rate is computed from them.
+type PreemptionRecord struct {
+	At    time.Time `json:"at"`
+	JobID string    `json:"job_id"`
+	GPUs  int       `json:"gpus"`
+}
+
+// Preemption asks a running job to stop: SIGTERM, checkpoint, exit, with
+// SIGKILL at Deadline (§5 decision 4, R3). The GPUs are free only when the
+// agent confirms the exit or the node is declared lost.
+type Preemption struct {
+	JobID       string    `json:"job_id"`
+	Allocations []string  `json:"allocations"`
+	GPUs        int       `json:"gpus"`
+	Deadline    time.Time `json:"deadline"`
+	Backfill    bool      `json:"backfill,omitempty"`
+	// For is who the GPUs go to: a job id, or deployment#replica.
+	For string `json:"for"`
+	// LostGPUHours is the progress at risk: GPUs × time since the job's
+	// last checkpoint (or since it started).
+	LostGPUHours float64 `json:"lost_gpu_hours"`
+}
+
+// budget is the preemption budget's state during a pass.
+type budget struct {
+	recent    int     // training GPUs preempted in the last hour, this pass included
+	running   int     // training GPUs running
+	bandwidth float64 // checkpoint storage bandwidth, measured or assumed
+	inFlight  float64 // bytes/s of checkpoint writes already committed to
+	degraded  bool
+	warned    bool
+}
+
+func (p *planner) newBudget() budget {
+	b := budget{bandwidth: p.cfg.Storage.Bandwidth}
+	if p.s.StorageBandwidth > 0 {
+		b.bandwidth = p.s.StorageBandwidth
+		b.degraded = p.s.StorageBandwidth < p.cfg.Storage.MinBandwidth
+	}
+	for _, r := range p.s.RecentPreemptions {
+		if age := p.now.Sub(r.At); age >= 0 && age < time.Hour {
+			b.recent += r.GPUs
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range p.s.Allocations {
+		if a.OwnerKind == model.OwnerInference {
+			continue
+		}
+		b.running += a.GPUs.Count()
+		if a.Stopping && !seen[a.OwnerID] {
+			seen[a.OwnerID] = true
+			if j := p.jobs[a.OwnerID]; j != nil {
+				b.inFlight += p.writeRate(j)
+			}
+		}
+	}
+	return b
+}
+
+// rate is preempted training GPU-hours per hour over running training
+// GPU-hours, had extra more GPUs been preempted.
+func (b *budget) rate(extra int) float64 {
+	if b.running == 0 {
+		if b.recent+extra == 0 {
+			return 0
+		}
+		return 1
+	}
+	return float64(b.recent+extra) / float64(b.running)
+}
+
+// deadline is how long a job gets to checkpoint and exit:
+// checkpoint bytes / bandwidth × 3 (R3), never less than MinDeadline.
+func (p *planner) deadline(j *model.Job) time.Duration {
+	d := p.cfg.Storage.MinDeadline
+	if j.Checkpoint != nil && p.budget.bandwidth > 0 {
+		if c := time.Duration(float64(j.Checkpoint.SizeBytes) / p.budget.bandwidth * 3 * float64(time.Second)); c > d {
+			d = c
+		}
+	}
+	return d
+}
+
+// writeRate is the checkpoint bandwidth a preemption of j takes while in
+// flight: its checkpoint spread over its deadline.
+func (p *planner) writeRate(j *model.Job) float64 {
+	if j.Checkpoint == nil {
+		return 0
+	}
+	return float64(j.Checkpoint.SizeBytes) / p.deadline(j).Seconds()
+}
+
+// verdict is whether a set of victims may be preempted now.
+type verdict int
+
+const (
+	allowed   verdict = iota
+	throttled         // over the budget's page tier: wait, and page a human
+	stopped           // storage or checkpoint bandwidth forbids it
+)
+
+// allow applies, in order: the storage guard (below MinBandwidth nothing is
+// preempted), the checkpoint bandwidth budget (concurrent preemptions ×
+// size / deadline within the bandwidth), and the rate tiers of R6 (above
+// Page only the inference floor may preempt). ownBackfill victims yield to
+// their own reservation by contract and skip the rate tiers.
+func (p *planner) allow(victims []*victim, floor, ownBackfill bool) (verdict, string) {
+	b := &p.budget
+	if b.degraded {
+		return stopped, fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped (a preemption that cannot checkpoint is a kill)",
+			rateString(b.bandwidth), rateString(p.cfg.Storage.MinBandwidth))
+	}
+	gpus, write := 0, 0.0
+	for _, v := range victims {
+		gpus += v.gpus
+		write += p.writeRate(v.job)
+	}
+	if limit := b.bandwidth * p.cfg.Storage.BudgetFraction; b.inFlight+write > limit && b.inFlight > 0 {
+		return stopped, fmt.Sprintf("checkpoint bandwidth budget: %s of checkpoint writes in flight, %s more would pass %s",
+			rateString(b.inFlight), rateString(write), rateString(limit))
+	}
+	if ownBackfill {
+		return allowed, ""
+	}
+	r := b.rate(gpus)
+	if r > p.cfg.Budget.Page && !floor {
+		return throttled, fmt.Sprintf("preemption budget: %.0f%%/h would pass the %.0f%%/h limit; only inference below min_replicas may preempt now",
+			100*r, 100*p.cfg.Budget.Page)
+	}
+	return allowed, ""
+}
+
+// preempt records the preemption of victims for a beneficiary.
+func (p *planner) preempt(victims []*victim, forWhom string) {
+	for _, v := range victims {
+		v.taken = true
+		d := p.deadline(v.job)
+		ids := make([]string, len(v.allocs))
+		for i, a := range v.allocs {
+			ids[i] = a.ID
+		}
+		p.d.Preemptions = append(p.d.Preemptions, Preemption{JobID: v.job.ID, Allocations: ids, GPUs: v.gpus,
+			Deadline: p.now.Add(d), Backfill: v.tier == tierBackfill, For: forWhom, LostGPUHours: p.lost(v)})
+		p.budget.inFlight += p.writeRate(v.job)
+		if v.tier != tierBackfill || v.backfillFor != forWhom {
+			p.budget.recent += v.gpus
+		}
+	}
+	if r := p.budget.rate(0); r > p.cfg.Budget.Warn && !p.budget.warned {
+		p.budget.warned = true
+		p.alert(Alert{ID: "preemption-rate", Severity: SeverityWarn, Kind: "preemption_rate",
+			Message: fmt.Sprintf("preemption rate %.0f%%/h is above %.0f%%/h: still preempting; annotate the incident timeline", 100*r, 100*p.cfg.Budget.Warn)})
+	}
+}
+
+// lost is the training progress a preemption of v throws away, in GPU-hours.
+func (p *planner) lost(v *victim) float64 {
+	since := v.job.LastCheckpointAt
+	if since.IsZero() || since.Before(v.job.StartedAt) {
+		since = v.job.StartedAt
+	}
+	if since.IsZero() {
+		since = v.created
+	}
+	h := p.now.Sub(since).Hours()
+	if h < 0 {
+		h = 0
+	}
+	return math.Round(float64(v.gpus)*h*10) / 10
+}
+
+func rateString(bps float64) string {
+	return fmt.Sprintf("%.0f GB/s", bps/1e9)
+}

@@ -1,0 +1,112 @@
+package sched
+
+import "time"
+
+// Config holds the core's policy knobs. The zero value is usable: every
+// field has a documented default, applied by withDefaults.
+type Config struct {
+	Pools Pools `json:"pools"`
+	// FragTarget is the one-node request size the fragmentation figure is
+	// measured against. Default 8 (a TP8 job).
+	FragTarget int `json:"frag_target,omitempty"`
+	// MaxRelocations bounds defragmentation moves in flight at once
+	// (R4: each move over-provisions for up to a minute). Default 4;
+	// negative disables defragmentation.
+	MaxRelocations int `json:"max_relocations,omitempty"`
+
+	// Aging raises a waiting job's effective priority so that it crosses
+	// priority classes eventually (§7, R2).
+	Aging Aging `json:"aging"`
+	// MinRuntime: a job cannot be preempted within this long of starting,
+	// which is also the thrash guard after a restart. Default 10m.
+	MinRuntime time.Duration `json:"min_runtime,omitempty"`
+	// StarvationAfter: a job still waiting after this long raises "this
+	// cluster cannot host job X" (R2). Default 4h.
+	StarvationAfter time.Duration `json:"starvation_after,omitempty"`
+	// MaxStarvationAlerts bounds those alerts per pass; the rest are
+	// counted in one summary alert. Default 20.
+	MaxStarvationAlerts int `json:"max_starvation_alerts,omitempty"`
+
+	Storage Storage `json:"storage"`
+	Budget  Budget  `json:"budget"`
+}
+
+// Aging is the effective-priority bonus: PerPreemption for each time the
+// job was preempted, PerHour for each whole hour it has waited.
+// Defaults 10 and 5: a job of priority 0 outranks a fresh priority-100 job
+// after 20 hours of waiting, or 10 preemptions.
+type Aging struct {
+	PerPreemption int `json:"per_preemption,omitempty"`
+	PerHour       int `json:"per_hour,omitempty"`
+}
+
+// Storage is the checkpoint storage the preemption deadline depends on (R3).
+type Storage struct {
+	// Bandwidth is the bandwidth assumed when none is measured, in bytes
+	// per second. Default 200 GB/s (a cluster filesystem).
+	Bandwidth float64 `json:"bandwidth,omitempty"`
+	// MinBandwidth: below this measured bandwidth preemption stops and a
+	// page is raised, because a preemption you cannot checkpoint is a kill.
+	// Default 10% of Bandwidth.
+	MinBandwidth float64 `json:"min_bandwidth,omitempty"`
+	// BudgetFraction of the bandwidth may be spent on preemption
+	// checkpoints in flight at once (concurrent preemptions × size /
+	// deadline). Default 1.
+	BudgetFraction float64 `json:"budget_fraction,omitempty"`
+	// MinDeadline floors the preemption deadline for small checkpoints:
+	// process teardown takes time too. Default 30s.
+	MinDeadline time.Duration `json:"min_deadline,omitempty"`
+}
+
+// Budget is the preemption budget's tiers (R6), as fractions of running
+// training GPUs preempted per hour.
+type Budget struct {
+	// Warn: above this, preempt but warn. Default 0.10.
+	Warn float64 `json:"warn,omitempty"`
+	// Page: above this, preempt only for inference below min_replicas;
+	// everything above the floor waits and a page is raised. Default 0.25.
+	Page float64 `json:"page,omitempty"`
+}
+
+func (c Config) withDefaults() Config {
+	if c.FragTarget == 0 {
+		c.FragTarget = 8
+	}
+	if c.MaxRelocations == 0 {
+		c.MaxRelocations = 4
+	}
+	if c.Aging.PerPreemption == 0 {
+		c.Aging.PerPreemption = 10
+	}
+	if c.Aging.PerHour == 0 {
+		c.Aging.PerHour = 5
+	}
+	if c.MinRuntime == 0 {
+		c.MinRuntime = 10 * time.Minute
+	}
+	if c.StarvationAfter == 0 {
+		c.StarvationAfter = 4 * time.Hour
+	}
+	if c.MaxStarvationAlerts == 0 {
+		c.MaxStarvationAlerts = 20
+	}
+	if c.Storage.Bandwidth == 0 {
+		c.Storage.Bandwidth = 200e9
+	}
+	if c.Storage.MinBandwidth == 0 {
+		c.Storage.MinBandwidth = c.Storage.Bandwidth / 10
+	}
+	if c.Storage.BudgetFraction == 0 {
+		c.Storage.BudgetFraction = 1
+	}
+	if c.Storage.MinDeadline == 0 {
+		c.Storage.MinDeadline = 30 * time.Second
+	}
+	if c.Budget.Warn == 0 {
+		c.Budget.Warn = 0.10
+	}
+	if c.Budget.Page == 0 {
+		c.Budget.Page = 0.25
+	}
+	return c
+}

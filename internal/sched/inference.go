@@ -1,0 +1,166 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// inference places deployments' replicas before any training (§5): first
+// every deployment up to min_replicas, then up to its target. A replica
+// that does not fit may preempt training; to reach min_replicas it always
+// may (availability is never throttled), above it only within the budget.
+func (p *planner) inference() {
+	deps := append([]model.Deployment(nil), p.s.Deployments...)
+	sort.SliceStable(deps, func(a, b int) bool {
+		if deps[a].Priority != deps[b].Priority {
+			return deps[a].Priority > deps[b].Priority
+		}
+		return deps[a].ID < deps[b].ID
+	})
+	have := map[string]map[int][]string{} // deployment → replica → allocation ids
+	for _, a := range p.s.Allocations {
+		if a.OwnerKind != model.OwnerInference {
+			continue
+		}
+		if have[a.OwnerID] == nil {
+			have[a.OwnerID] = map[int][]string{}
+		}
+		have[a.OwnerID][a.Replica] = append(have[a.OwnerID][a.Replica], a.ID)
+	}
+	failed := map[string]bool{}
+	for i := range deps {
+		p.grow(&deps[i], have, deps[i].MinReplicas, true, failed)
+	}
+	for i := range deps {
+		d := &deps[i]
+		p.grow(d, have, d.Target(), false, failed)
+		if reps := have[d.ID]; len(reps) > d.Target() {
+			p.scaleDown(d, reps)
+		}
+	}
+}
+
+// forInference: inference outranks all training, so every preemptible
+// training victim old enough is eligible.
+func (p *planner) forInference(v *victim) bool { return p.oldEnough(v, "") }
+
+func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, upTo int, floor bool, failed map[string]bool) {
+	reps := have[d.ID]
+	if reps == nil {
+		reps = map[int][]string{}
+		have[d.ID] = reps
+	}
+	for next := 0; len(reps) < upTo && !failed[d.ID]; next++ {
+		if _, ok := reps[next]; ok {
+			continue
+		}
+		req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Priority: d.Priority}
+		pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{exclude: p.exclude})
+		if why == nil {
+			reps[next] = nil
+			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Placement: pl})
+			continue
+		}
+		if why.Code == ReasonUnschedulable {
+			key := resKey(d.ID, next)
+			if r := p.makeRoom(&req, p.forInference, p.prevRes[key].At); r != nil {
+				v, msg := p.allow(r.victims, floor, false)
+				if len(r.victims) == 0 {
+					v = allowed // only waiting on work already stopping
+				}
+				switch v {
+				case allowed:
+					p.preempt(r.victims, key)
+					res := p.claim(d.ID, model.OwnerInference, next, d.Priority, r)
+					reps[next] = nil
+					p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Missing: 1,
+						Reason: waitReason(res, r)})
+					continue
+				case throttled:
+					p.throttle(d, reps, upTo, next)
+					why = &Reason{Code: ReasonUnschedulable, Constraint: "budget", Message: msg}
+				default:
+					why = &Reason{Code: ReasonUnschedulable, Constraint: "preemption", Message: msg}
+				}
+			}
+		}
+		failed[d.ID] = true
+		p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Missing: upTo - len(reps), Reason: *why})
+		p.noteBlocked(req, why)
+	}
+}
+
+// waitReason says what a reservation waits for.
+func waitReason(res *Reservation, r *room) Reason {
+	msg := fmt.Sprintf("GPUs reserved at %s; waiting for %d allocations to stop", res.At, len(res.Waits))
+	if len(r.victims) > 0 {
+		ids := make([]string, len(r.victims))
+		for i, v := range r.victims {
+			ids[i] = v.job.ID
+		}
+		msg += fmt.Sprintf(" (preempted now: %v)", ids)
+	}
+	return Reason{Code: ReasonUnschedulable, Constraint: "preemption", Message: msg, BestGPUs: res.GPUs, BestAt: res.At}
+}
+
+// throttle works out, without committing anything, which jobs the blocked
+// scale-up of d would preempt: the page lists them with their cost.
+func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, from int) {
+	cp := p.ix.Checkpoint()
+	t := &throttle{want: upTo, have: len(reps), min: d.MinReplicas, missing: upTo - len(reps), gpus: d.ReplicaShape.GPUs}
+	var marked []*victim
+	for next, n := from, 0; n < t.missing; next++ {
+		if _, ok := reps[next]; ok {
+			continue
+		}
+		n++
+		req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID, Replica: next}
+		r := p.makeRoom(&req, p.forInference, "")
+		if r == nil {
+			break
+		}
+		for _, v := range r.victims {
+			v.taken = true
+			marked = append(marked, v)
+			p.ix.releaseAll(v.allocs)
+		}
+		p.ix.releaseAll(r.waits)
+		for _, pt := range r.place.Parts {
+			p.ix.Assign(model.Allocation{NodeID: pt.Node, GPUs: pt.GPUs})
+		}
+	}
+	for _, v := range marked {
+		v.taken = false
+	}
+	t.victims = marked
+	p.ix.Rollback(cp)
+	p.throttled[d.ID] = t
+}
+
+// scaleDown stops replicas beyond the target. Which ones is a free
+// defragmentation (R4's "relocate on natural churn"): stop first the
+// replicas whose node ends up with the most free GPUs, so scale-down hands
+// back whole nodes rather than holes; ties stop the highest-numbered.
+func (p *planner) scaleDown(d *model.Deployment, reps map[int][]string) {
+	freeAfter := map[int]int{}
+	for _, a := range p.s.Allocations {
+		if a.OwnerKind != model.OwnerInference || a.OwnerID != d.ID {
+			continue
+		}
+		if i, ok := p.ix.byID[a.NodeID]; ok {
+			freeAfter[a.Replica] = max(freeAfter[a.Replica], p.ix.nodes[i].free.Count()+a.GPUs.Count())
+		}
+	}
+	nums := sortedInts(reps)
+	sort.SliceStable(nums, func(a, b int) bool {
+		if freeAfter[nums[a]] != freeAfter[nums[b]] {
+			return freeAfter[nums[a]] > freeAfter[nums[b]]
+		}
+		return nums[a] > nums[b]
+	})
+	for _, r := range nums[:len(nums)-d.Target()] {
+		p.d.Stops = append(p.d.Stops, Stop{OwnerID: d.ID, Replica: r, Allocations: reps[r]})
+	}
+}

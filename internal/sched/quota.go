@@ -1,0 +1,82 @@
+package sched
+
+import (
+	"fmt"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// quotaBook tracks GPU use per quota scope (org, org/team, org/team/user)
+// during a pass. Use within a scope's guaranteed_gpus is guaranteed; use
+// beyond it, up to max_gpus, is borrowed and always preemptible (§4).
+type quotaBook struct {
+	quotas     map[string]model.Quota
+	used       map[string]int // all use, borrowed or not
+	guaranteed map[string]int // use that is not borrowed
+}
+
+func newQuotaBook(quotas []model.Quota) *quotaBook {
+	q := &quotaBook{quotas: map[string]model.Quota{}, used: map[string]int{}, guaranteed: map[string]int{}}
+	for _, x := range quotas {
+		q.quotas[x.Scope] = x
+	}
+	return q
+}
+
+// add records gpus of use by a job.
+func (q *quotaBook) add(j *model.Job, gpus int, borrowed bool) {
+	for _, s := range j.Scopes() {
+		q.used[s] += gpus
+		if !borrowed {
+			q.guaranteed[s] += gpus
+		}
+	}
+}
+
+// governed reports whether any scope of the job has a guarantee: such a
+// job's non-borrowed work is guaranteed and never preempted.
+func (q *quotaBook) governed(j *model.Job) bool {
+	for _, s := range j.Scopes() {
+		if x, ok := q.quotas[s]; ok && x.GuaranteedGPUs > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// admit decides whether gpus more for job j fit its quotas now, and
+// whether they would be borrowed. A nil reason means it fits.
+func (q *quotaBook) admit(j *model.Job, gpus int) (borrowed bool, why *Reason) {
+	for _, s := range j.Scopes() {
+		x, ok := q.quotas[s]
+		if !ok {
+			continue
+		}
+		if x.MaxGPUs > 0 && q.used[s]+gpus > x.MaxGPUs {
+			return false, &Reason{Code: ReasonUnschedulable, Constraint: "quota", BestGPUs: x.MaxGPUs - q.used[s], BestAt: s,
+				Message: fmt.Sprintf("quota %s: max_gpus is %d and %d are in use; the job needs %d", s, x.MaxGPUs, q.used[s], gpus)}
+		}
+		if q.guaranteed[s]+gpus > x.GuaranteedGPUs {
+			borrowed = true
+		}
+	}
+	if borrowed && !j.Preemptible {
+		s := j.Scopes()
+		return true, &Reason{Code: ReasonUnschedulable, Constraint: "quota", BestAt: s[len(s)-1],
+			Message: fmt.Sprintf("needs %d GPUs beyond its guaranteed quota, and only preemptible jobs may borrow", gpus)}
+	}
+	return borrowed, nil
+}
+
+// neverFits says whether a job can never fit its quotas, whatever else runs.
+func (q *quotaBook) neverFits(j *model.Job) error {
+	for _, s := range j.Scopes() {
+		if x, ok := q.quotas[s]; ok && x.MaxGPUs > 0 && j.Shape.GPUs > x.MaxGPUs {
+			return fmt.Errorf("shape.gpus: %d exceeds quota %s's max_gpus of %d", j.Shape.GPUs, s, x.MaxGPUs)
+		}
+		if x, ok := q.quotas[s]; ok && !j.Preemptible && j.Shape.GPUs > x.GuaranteedGPUs {
+			return fmt.Errorf("shape.gpus: %d exceeds quota %s's guaranteed_gpus of %d, and a job that is not preemptible cannot borrow", j.Shape.GPUs, s, x.GuaranteedGPUs)
+		}
+	}
+	return nil
+}

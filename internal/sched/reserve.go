@@ -1,0 +1,316 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// Reservation holds GPUs for work that cannot start yet (R2). It is
+// re-derived every pass in rank order, so it holds across passes without a
+// timeout, and a job only ever takes GPUs from reservations ranked below
+// it: higher-ranked reservations are decided first and their held GPUs are
+// out of the index when lower-ranked work is placed. No cycle can form in
+// the wait-for graph.
+type Reservation struct {
+	// Owner is the job id, or the deployment id for an inference replica.
+	Owner   string          `json:"owner"`
+	Kind    model.OwnerKind `json:"kind"`
+	Replica int             `json:"replica,omitempty"`
+	Rank    int             `json:"rank"` // effective priority when decided
+	// At names where it fills: a node, a pod, or pool/model.
+	At string `json:"at"`
+	// Held are GPUs free now and kept from lower-ranked work; backfill may
+	// run on them.
+	Held []Part `json:"held,omitempty"`
+	// Target is where the owner goes once Waits are gone, when known.
+	Target []Part `json:"target,omitempty"`
+	// Waits are the allocations it waits on: preempted or stopping work,
+	// or backfill running on its GPUs.
+	Waits []string `json:"waits,omitempty"`
+	// ETA is the estimated time it fills without preemption; zero when
+	// unknown (work with no max_runtime stands in the way).
+	ETA       time.Time `json:"eta,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	GPUs      int       `json:"gpus"`
+}
+
+// HeldGPUs counts the reservation's held GPUs.
+func (r *Reservation) HeldGPUs() int {
+	n := 0
+	for _, pt := range r.Held {
+		n += pt.GPUs.Count()
+	}
+	return n
+}
+
+func resKey(owner string, replica int) string { return fmt.Sprintf("%s#%d", owner, replica) }
+
+// hold takes, of parts, the GPUs that are free now, and returns what it took.
+func (p *planner) hold(parts []Part) []Part {
+	var held []Part
+	for _, pt := range parts {
+		i, ok := p.ix.byID[pt.Node]
+		if !ok {
+			continue
+		}
+		if m := pt.GPUs & p.ix.nodes[i].free; m != 0 {
+			p.ix.assign(i, m, 0, 0)
+			held = append(held, Part{Node: pt.Node, GPUs: m})
+		}
+	}
+	return held
+}
+
+// claim turns a room into a reservation: the target's GPUs are kept for
+// the owner from now on, including those still under work that is
+// stopping. Of each stopping or preempted allocation, what the target does
+// not use stays in the index as "stopping", so a later request in this
+// pass can count on it once it is gone, but nothing binds onto it early.
+func (p *planner) claim(owner string, kind model.OwnerKind, replica, rank int, r *room) *Reservation {
+	ix := p.ix
+	res := &Reservation{Owner: owner, Kind: kind, Replica: replica, Rank: rank, At: r.at, Target: r.place.Parts,
+		CreatedAt: p.createdAt(owner, replica), GPUs: r.place.GPUs()}
+	var leaving []model.Allocation
+	for _, v := range r.victims {
+		leaving = append(leaving, v.allocs...)
+	}
+	leaving = append(leaving, r.waits...)
+	gone := map[string]bool{}
+	for _, a := range leaving {
+		res.Waits = append(res.Waits, a.ID)
+		gone[a.ID] = true
+	}
+	kept := p.stopping[:0:0]
+	for _, a := range p.stopping {
+		if !gone[a.ID] {
+			kept = append(kept, a)
+		}
+	}
+	p.stopping = kept
+	res.Held = p.hold(r.place.Parts) // what is free right now
+	ix.releaseAll(leaving)
+	target := map[string]model.GPUMask{}
+	for _, pt := range r.place.Parts {
+		target[pt.Node] |= pt.GPUs
+		if i, ok := ix.byID[pt.Node]; ok {
+			if m := pt.GPUs & ix.nodes[i].free; m != 0 {
+				ix.assign(i, m, 0, 0)
+			}
+		}
+	}
+	for _, a := range leaving {
+		rest := a
+		rest.GPUs = a.GPUs &^ target[a.NodeID]
+		rest.Stopping = true
+		if rest.GPUs != 0 && ix.Assign(rest) {
+			p.stopping = append(p.stopping, rest)
+		}
+	}
+	p.reservations = append(p.reservations, res)
+	return res
+}
+
+func (p *planner) createdAt(owner string, replica int) time.Time {
+	if prev, ok := p.prevRes[resKey(owner, replica)]; ok && !prev.CreatedAt.IsZero() {
+		return prev.CreatedAt
+	}
+	return p.now
+}
+
+// holdFree keeps the free GPUs of the best unit for a job that cannot fill
+// even with preemption, so lower-ranked work stops nibbling at them while
+// they accumulate (R2: "take what is free now"). It prefers the unit the
+// job held before, then the one with the most free GPUs.
+func (p *planner) holdFree(j *model.Job, rnk int) *Reservation {
+	req := j.Request()
+	u, name, free := p.bestUnit(&req, p.prevRes[resKey(j.ID, 0)].At)
+	if free == 0 {
+		return nil
+	}
+	k := req.GPUs
+	var parts []Part
+	switch {
+	case u.node >= 0:
+		ns := &p.ix.nodes[u.node]
+		parts = []Part{{Node: ns.node.ID, GPUs: ns.free}}
+	case k%u.g.size == 0:
+		// A whole-node gang can only use whole nodes.
+		for _, pod := range p.unitPods(u) {
+			for _, i := range u.g.pods[pod].nodes {
+				if ns := &p.ix.nodes[i]; ns.eligible && ns.whole() && len(parts)*u.g.size < k {
+					parts = append(parts, Part{Node: ns.node.ID, GPUs: ns.free})
+				}
+			}
+		}
+	default:
+		sub := req
+		sub.GPUs = min(k, free)
+		cp := p.ix.Checkpoint()
+		if pl, ok := p.ix.placeUnit(u, &sub, p.cfg.Pools, placeOpts{}); ok {
+			parts = pl.Parts
+		}
+		p.ix.Rollback(cp)
+	}
+	held := p.hold(parts)
+	if len(held) == 0 {
+		return nil
+	}
+	res := &Reservation{Owner: j.ID, Kind: model.OwnerTraining, Rank: rnk, At: name, Held: held,
+		CreatedAt: p.createdAt(j.ID, 0), GPUs: k}
+	res.ETA = p.eta(u, k-res.HeldGPUs())
+	p.reservations = append(p.reservations, res)
+	return res
+}
+
+func (p *planner) unitPods(u unit) []int {
+	if u.pod >= 0 {
+		return []int{u.pod}
+	}
+	out := make([]int, len(u.g.pods))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// bestUnit is the unit with the most free GPUs that could ever host req.
+func (p *planner) bestUnit(req *model.Request, prefer string) (unit, string, int) {
+	ix, k := p.ix, req.GPUs
+	var best unit
+	bestName, bestFree := "", 0
+	consider := func(u unit, name string, free, capacity int) {
+		if capacity < k || free == 0 {
+			return
+		}
+		if (name == prefer && bestName != prefer) || (bestName != prefer && free > bestFree) {
+			best, bestName, bestFree = u, name, free
+		}
+	}
+	for _, r := range p.cfg.Pools.routes(req) {
+		for _, g := range ix.groupsFor(r, req, p.cfg.Pools.Swap) {
+			switch req.Topology {
+			case model.TopologyNode:
+				if f, i := ix.largestNode(g); i >= 0 {
+					consider(unit{g: g, pod: -1, node: i}, ix.nodes[i].node.ID, f, g.size)
+				}
+				if i, ok := ix.byID[prefer]; ok && ix.groups[ix.nodes[i].group] == g {
+					consider(unit{g: g, pod: -1, node: i}, prefer, ix.nodes[i].free.Count(), g.size)
+				}
+			case model.TopologyPod:
+				for pi, pod := range g.pods {
+					consider(unit{g: g, pod: pi, node: -1}, pod.name, pod.free, pod.gpus)
+				}
+			default:
+				consider(unit{g: g, pod: -1, node: -1}, g.pool+"/"+g.model, g.free, g.capacity)
+			}
+		}
+	}
+	return best, bestName, bestFree
+}
+
+// eta estimates when a unit frees need more GPUs without preemption: the
+// expected ends (start + max_runtime, or the stop deadline) of the work in
+// it, soonest first. Zero when work with no known end stands in the way.
+func (p *planner) eta(u unit, need int) time.Time {
+	if need <= 0 {
+		return p.now
+	}
+	type end struct {
+		at   time.Time
+		gpus int
+	}
+	var ends []end
+	for _, a := range p.s.Allocations {
+		i, ok := p.ix.byID[a.NodeID]
+		if !ok || !p.inUnit(u, i) {
+			continue
+		}
+		at := time.Time{}
+		switch {
+		case a.Stopping:
+			at = a.StopDeadline
+		case a.OwnerKind != model.OwnerInference:
+			if j := p.jobs[a.OwnerID]; j != nil && j.MaxRuntime > 0 {
+				start := j.StartedAt
+				if start.IsZero() {
+					start = a.CreatedAt
+				}
+				at = start.Add(j.MaxRuntime)
+			}
+		}
+		if at.IsZero() {
+			continue
+		}
+		ends = append(ends, end{at, a.GPUs.Count()})
+	}
+	sort.Slice(ends, func(a, b int) bool { return ends[a].at.Before(ends[b].at) })
+	for _, e := range ends {
+		if need -= e.gpus; need <= 0 {
+			if e.at.Before(p.now) {
+				return p.now
+			}
+			return e.at
+		}
+	}
+	return time.Time{}
+}
+
+func (p *planner) inUnit(u unit, i int) bool {
+	ns := &p.ix.nodes[i]
+	switch {
+	case u.node >= 0:
+		return i == u.node
+	case p.ix.groups[ns.group] != u.g:
+		return false
+	case u.pod >= 0:
+		return ns.pod == u.pod
+	}
+	return true
+}
+
+// backfill tries to run j on GPUs a reservation holds but cannot use yet
+// (R2): only when j's max_runtime ends before the reservation's estimated
+// fill. It returns the bind, or false.
+func (p *planner) backfill(j *model.Job) (Bind, bool) {
+	if j.MaxRuntime <= 0 || !j.Preemptible {
+		return Bind{}, false
+	}
+	end := p.now.Add(j.MaxRuntime)
+	req := j.Request()
+	for _, res := range p.reservations {
+		if res.Kind != model.OwnerTraining || len(res.Held) == 0 || (!res.ETA.IsZero() && !end.Before(res.ETA)) {
+			continue
+		}
+		cp := p.ix.Checkpoint()
+		only := map[int]bool{}
+		for _, pt := range res.Held {
+			i := p.ix.byID[pt.Node]
+			p.ix.release(i, pt.GPUs, 0, 0)
+			only[i] = true
+		}
+		pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{only: only})
+		if why != nil {
+			p.ix.Rollback(cp)
+			continue
+		}
+		// Hold again what the backfill did not take.
+		var left []Part
+		for _, pt := range res.Held {
+			rest := pt.GPUs
+			for _, bp := range pl.Parts {
+				if bp.Node == pt.Node {
+					rest &^= bp.GPUs
+				}
+			}
+			if rest != 0 {
+				left = append(left, Part{Node: pt.Node, GPUs: rest})
+			}
+		}
+		res.Held = p.hold(left)
+		return Bind{Kind: model.OwnerBackfill, OwnerID: j.ID, Preemptible: true, Reservation: res.Owner, Placement: pl}, true
+	}
+	return Bind{}, false
+}

@@ -1,0 +1,140 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// queued is a pending training job with its effective priority.
+type queued struct {
+	job  *model.Job
+	prio Priority
+	rank rank
+}
+
+// queue lists pending training jobs in rank order (R2's total order).
+func (p *planner) queue() []queued {
+	running := map[string]bool{}
+	for _, a := range p.s.Allocations {
+		if a.OwnerKind != model.OwnerInference {
+			running[a.OwnerID] = true
+		}
+	}
+	var q []queued
+	for i := range p.s.Jobs {
+		j := &p.s.Jobs[i]
+		if j.State == model.JobPending && !running[j.ID] {
+			pr := priorityOf(j, p.now, p.cfg.Aging, true)
+			q = append(q, queued{j, pr, rank{pr.Effective, j.SubmittedAt, j.ID}})
+		}
+	}
+	sort.Slice(q, func(a, b int) bool { return q[a].rank.above(q[b].rank) })
+	return q
+}
+
+// training places pending jobs in rank order. Each job, in turn: within
+// quota, onto free GPUs; else as backfill inside a reservation it ends
+// before; else by preempting the minimal set of victims ranked below it;
+// else it holds the free GPUs of its best unit until it fills.
+func (p *planner) training() {
+	preempting := !p.budget.degraded // cleared once the budget says stop
+	for _, qj := range p.queue() {
+		j, prio := qj.job, qj.prio
+		req := j.Request()
+		borrowed, why := p.quota.admit(j, req.GPUs)
+		if why != nil {
+			p.pend(j, *why, prio)
+			continue
+		}
+		key := shapeKey(&req)
+		var pl Placement
+		if cached, ok := p.noFit[key]; ok {
+			why = cached
+		} else if pl, why = p.ix.place(&req, p.cfg.Pools, placeOpts{}); why != nil {
+			p.noFit[key] = why
+		}
+		if why == nil {
+			pl.Borrowed = pl.Borrowed || borrowed
+			p.quota.add(j, req.GPUs, pl.Borrowed)
+			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerTraining, OwnerID: j.ID, Preemptible: j.Preemptible || pl.Borrowed, Placement: pl})
+			continue
+		}
+		if b, ok := p.backfill(j); ok {
+			p.quota.add(j, req.GPUs, true)
+			p.d.Binds = append(p.d.Binds, b)
+			continue
+		}
+		if why.Code == ReasonInfeasible {
+			p.pend(j, *why, prio)
+			continue
+		}
+		reason := *why
+		if r, msg := p.room(qj, &req, key, preempting); r != nil {
+			p.pend(j, r.reason, prio)
+			continue
+		} else if msg != "" {
+			preempting = false
+			reason.Constraint = "preemption"
+			reason.Message += "; " + msg
+		}
+		if res := p.holdFree(j, prio.Effective); res != nil {
+			reason.Message += fmt.Sprintf("; holding %d of %d GPUs at %s", res.HeldGPUs(), req.GPUs, res.At)
+			if !res.ETA.IsZero() {
+				reason.Message += fmt.Sprintf(", full by %s without preemption", res.ETA.UTC().Format("2006-01-02 15:04"))
+			}
+		}
+		p.pend(j, reason, prio)
+		p.noteBlocked(req, why)
+	}
+}
+
+type roomResult struct{ reason Reason }
+
+// room makes room for a training job by preemption, if the budget allows.
+// It returns the result when victims were preempted (or it waits on work
+// already stopping), or a message when the budget or storage forbade it.
+func (p *planner) room(qj queued, req *model.Request, key string, preempting bool) (*roomResult, string) {
+	j := qj.job
+	prev, hadRes := p.prevRes[resKey(j.ID, 0)]
+	own := p.hasOwnBackfill(j.ID)
+	if !preempting && !own && !hadRes {
+		return nil, ""
+	}
+	if p.noRoom[key] && !hadRes && !own {
+		return nil, ""
+	}
+	eligible := func(v *victim) bool {
+		if v.tier == tierBackfill && v.backfillFor == j.ID {
+			return true
+		}
+		return preempting && qj.rank.above(v.rank) && p.oldEnough(v, j.ID)
+	}
+	r := p.makeRoom(req, eligible, prev.At)
+	if r == nil {
+		if !hadRes && !own {
+			p.noRoom[key] = true
+		}
+		return nil, ""
+	}
+	ownOnly := true
+	for _, v := range r.victims {
+		ownOnly = ownOnly && v.tier == tierBackfill && v.backfillFor == j.ID
+	}
+	if v, msg := p.allow(r.victims, false, ownOnly); v != allowed {
+		if len(r.victims) > 0 {
+			return nil, msg
+		}
+	}
+	p.preempt(r.victims, j.ID)
+	res := p.claim(j.ID, model.OwnerTraining, 0, qj.prio.Effective, r)
+	return &roomResult{waitReason(res, r)}, ""
+}
+
+func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }
+
+func (p *planner) pend(j *model.Job, why Reason, prio Priority) {
+	pr := prio
+	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: why, Priority: &pr})
+}

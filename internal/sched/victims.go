@@ -1,0 +1,159 @@
+package sched
+
+import (
+	"sort"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// victim is one running job that may be preempted: all of its allocations
+// go together, because a gang that loses one node has lost its run.
+type victim struct {
+	job    *model.Job
+	allocs []model.Allocation
+	gpus   int
+	// tier is the §7 order: 0 backfill (on loan by construction),
+	// 1 borrowed beyond quota, 2 preemptible within quota.
+	tier    int
+	rank    rank
+	created time.Time
+	// backfillFor is the reservation a backfill victim runs inside.
+	backfillFor string
+	taken       bool // preempted earlier in this pass
+}
+
+// Victim tiers, in the order they yield.
+const (
+	tierBackfill = iota
+	tierBorrowed
+	tierWithinQuota
+)
+
+// victims lists the running training work that may ever be preempted, in
+// preemption order: backfill first, then borrowed capacity (lowest
+// priority, newest first: LIFO destroys the least work), then preemptible
+// work within quota (lowest priority, newest first). Never: inference,
+// non-preemptible jobs, guaranteed-quota work, jobs inside their minimum
+// runtime, work already stopping.
+func (p *planner) victims() []*victim {
+	byJob := map[string]*victim{}
+	var order []string
+	for _, a := range p.s.Allocations {
+		if a.OwnerKind == model.OwnerInference {
+			continue
+		}
+		j := p.jobs[a.OwnerID]
+		if j == nil {
+			continue
+		}
+		v := byJob[a.OwnerID]
+		if v == nil {
+			v = &victim{job: j, rank: rank{priorityOf(j, p.now, p.cfg.Aging, false).Effective, j.SubmittedAt, j.ID}, tier: tierWithinQuota}
+			byJob[a.OwnerID] = v
+			order = append(order, a.OwnerID)
+		}
+		v.allocs = append(v.allocs, a)
+		v.gpus += a.GPUs.Count()
+		if a.CreatedAt.After(v.created) {
+			v.created = a.CreatedAt
+		}
+		switch {
+		case a.OwnerKind == model.OwnerBackfill:
+			v.tier = tierBackfill
+			v.backfillFor = a.Reservation
+		case a.Borrowed && v.tier != tierBackfill:
+			v.tier = tierBorrowed
+		}
+	}
+	var out []*victim
+	for _, id := range order {
+		v := byJob[id]
+		if p.preemptible(v) {
+			out = append(out, v)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		x, y := out[a], out[b]
+		if x.tier != y.tier {
+			return x.tier < y.tier
+		}
+		if x.rank.prio != y.rank.prio {
+			return x.rank.prio < y.rank.prio
+		}
+		if !x.created.Equal(y.created) {
+			return x.created.After(y.created)
+		}
+		return x.job.ID < y.job.ID
+	})
+	return out
+}
+
+// preemptible applies the "never below this line" rules of §7.
+func (p *planner) preemptible(v *victim) bool {
+	if !v.job.Preemptible {
+		return false
+	}
+	for _, a := range v.allocs {
+		if a.Stopping {
+			return false
+		}
+	}
+	if v.tier == tierWithinQuota && p.quota.governed(v.job) {
+		return false // guaranteed-quota work
+	}
+	return true
+}
+
+// oldEnough is the minimum-runtime and thrash guard: a job restarted less
+// than MinRuntime ago cannot be preempted again. Backfill yields to its own
+// reservation regardless: that is the contract it ran under.
+func (p *planner) oldEnough(v *victim, forReservation string) bool {
+	if v.tier == tierBackfill && v.backfillFor == forReservation {
+		return true
+	}
+	started := v.job.StartedAt
+	if started.IsZero() {
+		started = v.created
+	}
+	return p.now.Sub(started) >= p.cfg.MinRuntime
+}
+
+// unit is where a request is tried when making room: one node for `node`,
+// one pod of a group for `pod`, a whole group for `any`.
+type unit struct {
+	g         *group
+	pod, node int
+}
+
+// placeUnit places req inside u only. It changes the index; callers roll
+// back.
+func (ix *Index) placeUnit(u unit, req *model.Request, pools Pools, opts placeOpts) (Placement, bool) {
+	pl := ix.newPlacer(req, pools, opts)
+	k := req.GPUs
+	ok := false
+	switch {
+	case u.node >= 0:
+		ns := &ix.nodes[u.node]
+		if ns.eligible && ns.free.Count() >= k && pl.fit(u.node, k) {
+			pl.take(u.node, k)
+			ok = true
+		}
+	case u.pod >= 0:
+		ok = pl.gang(u.g, []int{u.pod}, u.pod)
+	default:
+		ok = pl.placeIn([]*group{u.g})
+	}
+	if !ok {
+		return Placement{}, false
+	}
+	return Placement{Pool: u.g.pool, Parts: pl.parts}, true
+}
+
+// releaseAll returns allocations to the index (what-if: as if they had
+// exited).
+func (ix *Index) releaseAll(allocs []model.Allocation) {
+	for _, a := range allocs {
+		ix.Release(a)
+	}
+}
