@@ -23,6 +23,9 @@ type Index struct {
 
 	free, frag, wholeFree int // cluster totals over schedulable nodes
 	journal               []journalEntry
+	// changes counts every assign and release, rollbacks included: equal
+	// counts mean an unchanged index.
+	changes int
 }
 
 // nodeState is one node's free state inside the index.
@@ -262,6 +265,7 @@ func (ix *Index) account(ns *nodeState, sign int) {
 // assign takes mask, cpu and memory on node i. The caller guarantees they
 // are free.
 func (ix *Index) assign(i int, mask model.GPUMask, cpu, mem int64) {
+	ix.changes++
 	ix.unlink(i)
 	ns := &ix.nodes[i]
 	ns.free &^= mask
@@ -274,6 +278,7 @@ func (ix *Index) assign(i int, mask model.GPUMask, cpu, mem int64) {
 
 // release gives back what assign took.
 func (ix *Index) release(i int, mask model.GPUMask, cpu, mem int64) {
+	ix.changes++
 	ix.unlink(i)
 	ns := &ix.nodes[i]
 	ns.free |= mask & ns.usable

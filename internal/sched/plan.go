@@ -88,7 +88,7 @@ func Plan(s State, now time.Time) Decision {
 	cfg := s.Config.withDefaults()
 	p := &planner{s: &s, cfg: cfg, now: now, ix: NewIndex(s.Nodes, s.Allocations, cfg), exclude: map[int]bool{},
 		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[string]Reservation{},
-		throttled: map[string]*throttle{}, noRoom: map[string]bool{}, noFit: map[string]*Reason{}}
+		throttled: map[string]*throttle{}, noRoom: map[string]bool{}, noFit: map[string]noFit{}}
 	p.prepare()
 	p.inference()
 	p.training()
@@ -131,7 +131,15 @@ type planner struct {
 	// Per-pass caches. Within the training phase free GPUs only shrink and
 	// later jobs rank lower (fewer victims), so a failure stays a failure.
 	noRoom map[string]bool
-	noFit  map[string]*Reason
+	noFit  map[string]noFit
+}
+
+// noFit caches a failed placement while the index is unchanged, so that
+// thousands of identical pending jobs cost one attempt, and each still
+// reads a reason that describes the index it failed on.
+type noFit struct {
+	why     *Reason
+	changes int
 }
 
 type blockedReq struct {
@@ -205,7 +213,7 @@ func (p *planner) starvation() {
 		}
 		j := p.jobs[pd.OwnerID]
 		p.alert(Alert{ID: "starvation/" + j.ID, Severity: SeverityWarn, Kind: "starvation", Subject: j.ID,
-			Message: fmt.Sprintf("this cluster cannot host job %s: waited %s for %d GPUs (%s) even with preemption; %s",
+			Message: fmt.Sprintf("this cluster cannot host job %s: waited %s for %d GPUs (%s); %s",
 				j.ID, p.now.Sub(j.Queued()).Round(time.Minute), j.Shape.GPUs, j.Shape.Topology, pd.Reason.Message)})
 	}
 }

@@ -180,13 +180,14 @@ func (p *planner) unitPods(u unit) []int {
 func (p *planner) bestUnit(req *model.Request, prefer string) (unit, string, int) {
 	ix, k := p.ix, req.GPUs
 	var best unit
-	bestName, bestFree := "", 0
+	bestName, bestFree, found := "", 0, false
 	consider := func(u unit, name string, free, capacity int) {
 		if capacity < k || free == 0 {
 			return
 		}
-		if (name == prefer && bestName != prefer) || (bestName != prefer && free > bestFree) {
-			best, bestName, bestFree = u, name, free
+		preferred := prefer != "" && name == prefer
+		if !found || (preferred && bestName != prefer) || (bestName != prefer && free > bestFree) {
+			best, bestName, bestFree, found = u, name, free, true
 		}
 	}
 	for _, r := range p.cfg.Pools.routes(req) {

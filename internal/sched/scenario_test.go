@@ -39,15 +39,61 @@ type world struct {
 	jobs        []model.Job
 	deps        []model.Deployment
 	relocations []sched.Relocation
+	quotas      []model.Quota
+	res         []sched.Reservation
+	recent      []sched.PreemptionRecord
+	bandwidth   float64
 	cfg         sched.Config
 	seq         int
+	now         time.Time
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (w *world) run(d *datadriven.TestData) (string, error) {
 	a := args(d)
+	if w.now.IsZero() {
+		w.now = epoch
+	}
 	switch d.Cmd {
+	case "advance":
+		by, err := time.ParseDuration(a.str("by", "0s"))
+		if err != nil {
+			return "", err
+		}
+		w.now = w.now.Add(by)
+		return fmt.Sprintf("now +%s\n", w.now.Sub(epoch)), nil
+	case "quota":
+		q := model.Quota{Scope: a.str("scope", ""), GuaranteedGPUs: a.int("guaranteed", 0), MaxGPUs: a.int("max", 0)}
+		w.quotas = append(w.quotas, q)
+		return "ok\n", q.Validate()
+	case "storage":
+		bw, err := strconv.ParseFloat(a.str("bw", "0"), 64)
+		w.bandwidth = bw
+		return "ok\n", err
+	case "admit":
+		req := a.request(model.OwnerTraining)
+		j := model.Job{ID: req.OwnerID, Org: a.str("org", ""), Team: a.str("team", ""), Shape: req.Shape, Preemptible: req.Preemptible, State: model.JobPending}
+		if a.bool("ckpt") {
+			j.Checkpoint = &model.Checkpoint{Path: "/ckpt", SizeBytes: 1}
+		}
+		if err := sched.Admit(w.state(), j); err != nil {
+			return "rejected " + err.Error() + "\n", nil
+		}
+		return "admitted\n", nil
+	case "fill":
+		return w.fill(a)
+	case "expire":
+		return w.expire(), nil
+	case "recent":
+		ago, err := time.ParseDuration(a.str("ago", "0s"))
+		w.recent = append(w.recent, sched.PreemptionRecord{At: w.now.Add(-ago), JobID: "earlier", GPUs: a.int("gpus", 0)})
+		return "ok\n", err
+	case "stop":
+		return w.stopDone(), nil
+	case "finish":
+		w.finish(a.str("id", ""))
+		return "ok\n", nil
 	case "fleet":
 		w.nodes = append(w.nodes, schedtest.Fleet(schedtest.Spec{
 			Pods: a.int("pods", 1), NodesPerPod: a.int("nodes", 1), GPUs: a.int("gpus", 8), Model: a.str("model", ""),
@@ -112,10 +158,7 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		w.allocs = kept
 		return "ok\n", nil
 	case "job":
-		req := a.request(model.OwnerTraining)
-		w.jobs = append(w.jobs, model.Job{ID: req.OwnerID, Shape: req.Shape, Priority: req.Priority, Preemptible: req.Preemptible,
-			State: model.JobPending, SubmittedAt: epoch.Add(time.Duration(a.int("submit", len(w.jobs))) * time.Minute)})
-		return "ok\n", nil
+		return "ok\n", w.addJob(a)
 	case "deploy":
 		req := a.request(model.OwnerInference)
 		w.deps = append(w.deps, model.Deployment{ID: req.OwnerID, ReplicaShape: req.Shape, MinReplicas: a.int("min", 0),
@@ -130,7 +173,7 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		}
 		return "", fmt.Errorf("no deployment %q", a.str("id", ""))
 	case "plan":
-		return w.plan(a.bool("apply"), a.bool("topology")), nil
+		return w.plan(a.bool("apply"), a.bool("topology"), a.bool("prio")), nil
 	case "settle":
 		return w.settle(), nil
 	case "topology":
@@ -188,18 +231,207 @@ func (w *world) record(kind model.OwnerKind, owner string, replica int, preempti
 }
 
 func (w *world) state() sched.State {
-	return sched.State{Nodes: w.nodes, Allocations: w.allocs, Jobs: w.jobs, Deployments: w.deps, Relocations: w.relocations, Config: w.cfg}
+	return sched.State{Nodes: w.nodes, Allocations: w.allocs, Jobs: w.jobs, Deployments: w.deps, Relocations: w.relocations,
+		Quotas: w.quotas, Reservations: w.res, RecentPreemptions: w.recent, StorageBandwidth: w.bandwidth, Config: w.cfg}
 }
 
-func (w *world) plan(apply, topo bool) string {
-	d := sched.Plan(w.state(), epoch)
+func (w *world) addJob(a kv) error {
+	req := a.request(model.OwnerTraining)
+	j := model.Job{ID: req.OwnerID, Org: a.str("org", ""), Team: a.str("team", ""), User: a.str("user", ""), Shape: req.Shape,
+		Priority: req.Priority, Preemptible: req.Preemptible, State: model.JobPending,
+		SubmittedAt: epoch.Add(time.Duration(a.int("submit", len(w.jobs))) * time.Minute), PreemptCount: a.int("preempted", 0)}
+	if req.Preemptible {
+		size, err := strconv.ParseFloat(a.str("ckpt", "100e9"), 64)
+		if err != nil {
+			return err
+		}
+		j.Checkpoint = &model.Checkpoint{Path: "/ckpt/" + j.ID, SizeBytes: int64(size)}
+	}
+	if v, ok := a["max-runtime"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		j.MaxRuntime = d
+	}
+	if v, ok := a["running"]; ok { // already running since `running` ago, on mask@node
+		ago, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		j.State = model.JobRunning
+		j.StartedAt = w.now.Add(-ago)
+		j.LastCheckpointAt = j.StartedAt
+		if c, ok := a["ckpt-ago"]; ok {
+			d, err := time.ParseDuration(c)
+			if err != nil {
+				return err
+			}
+			j.LastCheckpointAt = w.now.Add(-d)
+		}
+		for _, on := range strings.Split(a.str("on", ""), ",") {
+			mask, node, _ := strings.Cut(on, "@")
+			m, err := model.ParseGPUMask(mask)
+			if err != nil {
+				return err
+			}
+			w.seq++
+			w.allocs = append(w.allocs, model.Allocation{ID: fmt.Sprintf("a%d", w.seq), NodeID: node, GPUs: m, OwnerKind: model.OwnerTraining,
+				OwnerID: j.ID, Preemptible: j.Preemptible, Borrowed: a.bool("borrowed"), CreatedAt: j.StartedAt})
+		}
+	}
+	if err := j.Validate(); err != nil {
+		return err
+	}
+	w.jobs = append(w.jobs, j)
+	return nil
+}
+
+func (w *world) job(id string) *model.Job {
+	for i := range w.jobs {
+		if w.jobs[i].ID == id {
+			return &w.jobs[i]
+		}
+	}
+	return nil
+}
+
+// stopDone ends every preemption in flight: the jobs exit, their GPUs are
+// released and they go back to the queue, as the control loop would do
+// once agents confirm the exits.
+func (w *world) stopDone() string {
+	var b strings.Builder
+	kept := w.allocs[:0]
+	stopped := map[string]bool{}
+	for _, al := range w.allocs {
+		if al.Stopping {
+			stopped[al.OwnerID] = true
+			continue
+		}
+		kept = append(kept, al)
+	}
+	w.allocs = kept
+	for i := range w.jobs {
+		j := &w.jobs[i]
+		if stopped[j.ID] {
+			j.State, j.QueuedAt, j.StartedAt = model.JobPending, w.now, time.Time{}
+			j.PreemptCount++
+			fmt.Fprintf(&b, "%s exited, requeued (preempted %d times)\n", j.ID, j.PreemptCount)
+		}
+	}
+	if b.Len() == 0 {
+		return "nothing stopping\n"
+	}
+	return b.String()
+}
+
+// fill starts one running whole-node job per node of a pod: background load.
+// Job i on the pod runs for runtime + i×stagger in all.
+func (w *world) fill(a kv) (string, error) {
+	runtime, err := time.ParseDuration(a.str("max-runtime", "0s"))
+	if err != nil {
+		return "", err
+	}
+	stagger, err := time.ParseDuration(a.str("stagger", "0s"))
+	if err != nil {
+		return "", err
+	}
+	ran, err := time.ParseDuration(a.str("running", "1h"))
+	if err != nil {
+		return "", err
+	}
+	ckptAgo, err := time.ParseDuration(a.str("ckpt-ago", a.str("running", "1h")))
+	if err != nil {
+		return "", err
+	}
+	busy := map[string]bool{}
+	for _, al := range w.allocs {
+		busy[al.NodeID] = true
+	}
+	n, count := 0, a.int("nodes", 1)
+	for _, node := range w.nodes {
+		if node.Pod != a.str("pod", "") || n == count || busy[node.ID] {
+			continue
+		}
+		id := fmt.Sprintf("bg-%s", node.ID)
+		j := model.Job{ID: id, Team: a.str("team", ""), Org: a.str("org", ""), Shape: model.Shape{GPUs: node.GPUs, Topology: model.TopologyNode},
+			Priority: a.int("priority", 0), Preemptible: a.bool("preemptible"), State: model.JobRunning,
+			SubmittedAt: w.now.Add(-ran), StartedAt: w.now.Add(-ran), LastCheckpointAt: w.now.Add(-ckptAgo)}
+		if runtime > 0 {
+			j.MaxRuntime = runtime + time.Duration(n)*stagger
+		}
+		if j.Preemptible {
+			j.Checkpoint = &model.Checkpoint{Path: "/ckpt/" + id, SizeBytes: 10e9}
+		}
+		w.jobs = append(w.jobs, j)
+		w.seq++
+		w.allocs = append(w.allocs, model.Allocation{ID: fmt.Sprintf("a%d", w.seq), NodeID: node.ID, GPUs: model.FullMask(node.GPUs),
+			OwnerKind: model.OwnerTraining, OwnerID: id, Preemptible: j.Preemptible, Borrowed: a.bool("borrowed"), CreatedAt: j.StartedAt})
+		n++
+	}
+	return fmt.Sprintf("%d jobs running\n", n), nil
+}
+
+// expire ends every running job whose max_runtime has passed.
+func (w *world) expire() string {
+	var done []string
+	for _, j := range w.jobs {
+		if j.State == model.JobRunning && j.MaxRuntime > 0 && !j.StartedAt.Add(j.MaxRuntime).After(w.now) {
+			done = append(done, j.ID)
+		}
+	}
+	for _, id := range done {
+		w.finish(id)
+	}
+	return fmt.Sprintf("%d jobs finished\n", len(done))
+}
+
+func (w *world) finish(id string) {
+	kept := w.allocs[:0]
+	for _, al := range w.allocs {
+		if al.OwnerID != id {
+			kept = append(kept, al)
+		}
+	}
+	w.allocs = kept
+	if j := w.job(id); j != nil {
+		j.State = model.JobCompleted
+	}
+}
+
+func (w *world) plan(apply, topo, prio bool) string {
+	d := sched.Plan(w.state(), w.now)
 	var b strings.Builder
 	for _, x := range d.Binds {
-		fmt.Fprintf(&b, "bind %s %s", x.Kind, owner(x.OwnerID, x.Kind, x.Replica))
-		fmt.Fprintf(&b, ": %s\n", placement(x.Placement))
+		fmt.Fprintf(&b, "bind %s %s: %s", x.Kind, owner(x.OwnerID, x.Kind, x.Replica), placement(x.Placement))
+		if x.Reservation != "" {
+			fmt.Fprintf(&b, " inside %s", x.Reservation)
+		}
+		b.WriteString("\n")
 	}
 	for _, x := range d.Stops {
 		fmt.Fprintf(&b, "stop %s#%d (%s)\n", x.OwnerID, x.Replica, strings.Join(x.Allocations, ","))
+	}
+	for _, x := range d.Preemptions {
+		kind := ""
+		if x.Backfill {
+			kind = " backfill"
+		}
+		fmt.Fprintf(&b, "preempt%s %s (%d GPUs, %s) for %s, deadline +%s, lost %.1f GPU-h\n", kind, x.JobID, x.GPUs,
+			strings.Join(x.Allocations, ","), x.For, x.Deadline.Sub(w.now), x.LostGPUHours)
+	}
+	for _, x := range d.Reservations {
+		fmt.Fprintf(&b, "reserve %s at %s: held %s", owner(x.Owner, x.Kind, x.Replica), x.At, parts(x.Held))
+		if len(x.Target) > 0 {
+			fmt.Fprintf(&b, " target %s", parts(x.Target))
+		}
+		if len(x.Waits) > 0 {
+			fmt.Fprintf(&b, " waits %s", strings.Join(x.Waits, ","))
+		}
+		if !x.ETA.IsZero() {
+			fmt.Fprintf(&b, " eta +%s", x.ETA.Sub(w.now))
+		}
+		b.WriteString("\n")
 	}
 	for _, x := range d.Relocations {
 		fmt.Fprintf(&b, "relocate %s#%d from %s (%s) to %s for %s\n", x.Deployment, x.Replica, x.FromNode,
@@ -210,34 +442,72 @@ func (w *world) plan(apply, topo bool) string {
 		if x.Missing > 1 {
 			fmt.Fprintf(&b, " (+%d more)", x.Missing-1)
 		}
+		if prio && x.Priority != nil {
+			fmt.Fprintf(&b, " [priority %d = %d + %d preempted + %d waiting]", x.Priority.Effective, x.Priority.Base, x.Priority.Preemptions, x.Priority.Waiting)
+		}
 		fmt.Fprintf(&b, ": %s (%s): %s\n", x.Reason.Code, x.Reason.Constraint, x.Reason.Message)
+	}
+	for _, x := range d.Alerts {
+		fmt.Fprintf(&b, "alert %s %s: %s\n", x.Severity, x.Kind, x.Message)
+		if pg := x.Page; pg != nil {
+			for _, a := range pg.Actions {
+				fmt.Fprintf(&b, "  action %s: %s (%.1f GPU-h, %d replicas)\n", a.ID, a.Label, a.CostGPUHours, a.Replicas)
+			}
+		}
 	}
 	if topo {
 		b.WriteString(topology(d.Topology))
 	}
 	if apply {
-		for _, x := range d.Binds {
-			w.record(x.Kind, x.OwnerID, x.Replica, x.Preemptible, x.Placement)
-			if x.Kind == model.OwnerTraining {
-				for i := range w.jobs {
-					if w.jobs[i].ID == x.OwnerID {
-						w.jobs[i].State = model.JobRunning
-					}
-				}
-			}
-		}
-		for _, x := range d.Stops {
-			w.drop(x.Allocations)
-		}
-		for _, x := range d.Relocations {
-			w.record(model.OwnerInference, x.Deployment, x.Replica, false, x.To)
-			w.relocations = append(w.relocations, x)
-		}
+		w.apply(d)
 	}
 	if b.Len() == 0 {
 		return "nothing to do\n"
 	}
 	return b.String()
+}
+
+// apply does what the control loop does with a decision.
+func (w *world) apply(d sched.Decision) {
+	for _, x := range d.Binds {
+		ids := w.record(x.Kind, x.OwnerID, x.Replica, x.Preemptible, x.Placement)
+		for i := range w.allocs {
+			for _, id := range ids {
+				if w.allocs[i].ID == id {
+					w.allocs[i].Reservation = x.Reservation
+					w.allocs[i].CreatedAt = w.now
+				}
+			}
+		}
+		if j := w.job(x.OwnerID); j != nil && x.Kind != model.OwnerInference {
+			j.State, j.StartedAt, j.LastCheckpointAt = model.JobRunning, w.now, w.now
+		}
+	}
+	for _, x := range d.Stops {
+		w.drop(x.Allocations)
+	}
+	for _, x := range d.Preemptions {
+		for i := range w.allocs {
+			for _, id := range x.Allocations {
+				if w.allocs[i].ID == id {
+					w.allocs[i].Stopping, w.allocs[i].StopDeadline = true, x.Deadline
+				}
+			}
+		}
+		w.recent = append(w.recent, sched.PreemptionRecord{At: w.now, JobID: x.JobID, GPUs: x.GPUs})
+	}
+	for _, x := range d.Relocations {
+		w.record(model.OwnerInference, x.Deployment, x.Replica, false, x.To)
+		w.relocations = append(w.relocations, x)
+	}
+	w.res = d.Reservations
+}
+
+func parts(ps []sched.Part) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	return placement(sched.Placement{Parts: ps})
 }
 
 // settle finishes relocations in flight: the new replicas are ready, so the

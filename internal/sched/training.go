@@ -50,10 +50,10 @@ func (p *planner) training() {
 		}
 		key := shapeKey(&req)
 		var pl Placement
-		if cached, ok := p.noFit[key]; ok {
-			why = cached
+		if c, ok := p.noFit[key]; ok && c.changes == p.ix.changes {
+			why = c.why
 		} else if pl, why = p.ix.place(&req, p.cfg.Pools, placeOpts{}); why != nil {
-			p.noFit[key] = why
+			p.noFit[key] = noFit{why, p.ix.changes}
 		}
 		if why == nil {
 			pl.Borrowed = pl.Borrowed || borrowed

@@ -1,0 +1,80 @@
+package sched
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// AdmissionError rejects a submission, naming the field at fault.
+type AdmissionError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *AdmissionError) Error() string { return e.Field + ": " + e.Message }
+
+// Admit checks a job at submission against what can never change by
+// waiting: its own fields, the quota tree's caps, and the cluster's shape.
+// A job that may fit later is admitted; one that can never fit is refused
+// with the field and the reason. It does not look at current load.
+func Admit(s State, j model.Job) error {
+	if err := j.Validate(); err != nil {
+		return fieldError(err)
+	}
+	if err := newQuotaBook(s.Quotas).neverFits(&j); err != nil {
+		return fieldError(err)
+	}
+	cfg := s.Config.withDefaults()
+	ix := NewIndex(allSchedulable(s.Nodes), nil, cfg)
+	req := j.Request()
+	if _, why := ix.Place(&req, cfg.Pools); why != nil && why.Code == ReasonInfeasible {
+		field := "shape.gpus"
+		switch why.Constraint {
+		case "models":
+			field = "shape.models"
+		case "cpu_milli", "memory_mib":
+			field = "shape." + why.Constraint
+		case "topology":
+			field = "shape.topology"
+		}
+		return &AdmissionError{Field: field, Message: "can never be placed on this cluster: " + why.Message}
+	}
+	return nil
+}
+
+// allSchedulable is the fleet as if every node were healthy and in
+// service: admission asks whether the shape could ever fit, not whether it
+// fits today.
+func allSchedulable(nodes []model.Node) []model.Node {
+	out := make([]model.Node, len(nodes))
+	for i, n := range nodes {
+		n.Health, n.Draining, n.Quarantined = model.HealthHealthy, false, false
+		out[i] = n
+	}
+	return out
+}
+
+// fieldError splits a "field: message" validation error.
+func fieldError(err error) *AdmissionError {
+	field, msg, ok := strings.Cut(err.Error(), ": ")
+	if !ok || strings.Contains(field, " ") {
+		return &AdmissionError{Field: "job", Message: err.Error()}
+	}
+	return &AdmissionError{Field: field, Message: msg}
+}
+
+// AdmitDeployment checks a deployment the same way.
+func AdmitDeployment(s State, d model.Deployment) error {
+	if err := d.Validate(); err != nil {
+		return fieldError(err)
+	}
+	cfg := s.Config.withDefaults()
+	ix := NewIndex(allSchedulable(s.Nodes), nil, cfg)
+	req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID}
+	if _, why := ix.Place(&req, cfg.Pools); why != nil && why.Code == ReasonInfeasible {
+		return &AdmissionError{Field: "replica_shape", Message: fmt.Sprintf("can never be placed on this cluster: %s", why.Message)}
+	}
+	return nil
+}
