@@ -90,6 +90,13 @@ func (p *planner) claim(owner string, kind model.OwnerKind, replica, rank int, r
 		}
 	}
 	p.stopping = kept
+	// It fills when the last of what it waits on is gone: the deadlines.
+	for _, v := range r.victims {
+		res.ETA = later(res.ETA, p.now.Add(p.deadline(v.job)))
+	}
+	for _, a := range r.waits {
+		res.ETA = later(res.ETA, a.StopDeadline)
+	}
 	res.Held = p.hold(r.place.Parts) // what is free right now
 	ix.releaseAll(leaving)
 	target := map[string]model.GPUMask{}
@@ -314,4 +321,11 @@ func (p *planner) backfill(j *model.Job) (Bind, bool) {
 		return Bind{Kind: model.OwnerBackfill, OwnerID: j.ID, Preemptible: true, Reservation: res.Owner, Placement: pl}, true
 	}
 	return Bind{}, false
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
