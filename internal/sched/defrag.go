@@ -56,16 +56,23 @@ func (p *planner) defrag() {
 		moving[repKey{r.Deployment, r.Replica}] = true
 	}
 	onNode := p.replicasByNode(moving)
+	if len(onNode) == 0 {
+		return
+	}
+	tried := map[shapeID]bool{} // shapes that found no node to empty
 	for _, b := range p.blocked {
 		if budget <= 0 {
 			return
 		}
-		if helped[b.req.OwnerID] {
+		key := shapeKey(&b.req)
+		if helped[b.req.OwnerID] || tried[key] {
 			continue
 		}
 		if n := p.relocateFor(&b.req, onNode, budget); n > 0 {
 			budget -= n
 			helped[b.req.OwnerID] = true
+		} else {
+			tried[key] = true
 		}
 	}
 }
@@ -78,31 +85,31 @@ type target struct {
 // relocateFor empties one node enough for req; it returns the moves made.
 func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, budget int) int {
 	ix, k := p.ix, req.GPUs
-	var cands []target
+	usable := map[*group]bool{}
 	for _, r := range p.cfg.Pools.routes(req) {
 		for _, g := range ix.groupsFor(r, req, p.cfg.Pools.Swap) {
-			if g.size < k {
-				continue
-			}
-			for _, pod := range g.pods {
-				for _, i := range pod.nodes {
-					ns := &ix.nodes[i]
-					if !ns.eligible || p.exclude[i] || len(onNode[i]) == 0 {
-						continue
-					}
-					reps, moved := cheapestSubset(onNode[i], k-ns.free.Count())
-					if reps != nil && len(reps) <= budget {
-						cands = append(cands, target{i, moved, reps})
-					}
-				}
-			}
+			usable[g] = g.size >= k
 		}
 	}
-	sort.SliceStable(cands, func(a, b int) bool {
+	// Only nodes that hold replicas can be emptied by moving them.
+	var cands []target
+	for i, reps := range onNode {
+		ns := &ix.nodes[i]
+		if !ns.eligible || p.exclude[i] || !usable[ix.groups[ns.group]] {
+			continue
+		}
+		if sub, moved := cheapestSubset(reps, k-ns.free.Count()); sub != nil && len(sub) <= budget {
+			cands = append(cands, target{i, moved, sub})
+		}
+	}
+	sort.Slice(cands, func(a, b int) bool {
 		if cands[a].moved != cands[b].moved {
 			return cands[a].moved < cands[b].moved
 		}
-		return len(cands[a].reps) < len(cands[b].reps)
+		if len(cands[a].reps) != len(cands[b].reps) {
+			return len(cands[a].reps) < len(cands[b].reps)
+		}
+		return cands[a].node < cands[b].node
 	})
 	for t := 0; t < len(cands) && t < maxTargetsTried; t++ {
 		if moves := p.tryEmpty(cands[t], req); moves != nil {

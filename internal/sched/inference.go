@@ -65,7 +65,7 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 		}
 		if why.Code == ReasonUnschedulable {
 			key := resKey(d.ID, next)
-			if r := p.makeRoom(&req, p.forInference, p.prevRes[key].At); r != nil {
+			if r := p.makeRoom(&req, p.forInference, p.prevRes[repKey{d.ID, next}].At); r != nil {
 				v, msg := p.allow(r.victims, floor, false)
 				if len(r.victims) == 0 {
 					v = allowed // only waiting on work already stopping

@@ -36,17 +36,19 @@ func priorityOf(j *model.Job, now time.Time, a Aging, pending bool) Priority {
 // only from work ranked below it, so the wait-for graph has no cycle.
 type rank struct {
 	prio      int
-	submitted time.Time
+	submitted int64 // unix nanoseconds: cheaper to compare than time.Time
 	id        string
 }
+
+func rankOf(prio int, j *model.Job) rank { return rank{prio, j.SubmittedAt.UnixNano(), j.ID} }
 
 // above reports whether r ranks strictly above o.
 func (r rank) above(o rank) bool {
 	if r.prio != o.prio {
 		return r.prio > o.prio
 	}
-	if !r.submitted.Equal(o.submitted) {
-		return r.submitted.Before(o.submitted)
+	if r.submitted != o.submitted {
+		return r.submitted < o.submitted
 	}
 	return r.id < o.id
 }

@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -85,11 +86,7 @@ type Decision struct {
 //     free GPUs of its best unit until it fills.
 //  3. Defragmentation proposals for what fragmentation alone blocks.
 func Plan(s State, now time.Time) Decision {
-	cfg := s.Config.withDefaults()
-	p := &planner{s: &s, cfg: cfg, now: now, ix: NewIndex(s.Nodes, s.Allocations, cfg), exclude: map[int]bool{},
-		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[string]Reservation{},
-		throttled: map[string]*throttle{}, noRoom: map[string]bool{}, noFit: map[string]noFit{}}
-	p.prepare()
+	p := newPlanner(&s, now)
 	p.inference()
 	p.training()
 	p.defrag()
@@ -98,7 +95,7 @@ func Plan(s State, now time.Time) Decision {
 	if p.budget.degraded {
 		p.alert(Alert{ID: "storage-degraded", Severity: SeverityPage, Kind: "storage_degraded",
 			Message: fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped until it recovers",
-				rateString(p.budget.bandwidth), rateString(cfg.Storage.MinBandwidth))})
+				rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth))})
 	}
 	for _, r := range p.reservations {
 		p.d.Reservations = append(p.d.Reservations, *r)
@@ -123,15 +120,24 @@ type planner struct {
 	quota        *quotaBook
 	cands        []*victim       // preemption candidates, in preemption order
 	backfilled   map[string]bool // reservations with backfill running inside
+	reclaim      map[*podState]int
 	stopping     []model.Allocation
 	budget       budget
-	prevRes      map[string]Reservation
+	prevRes      map[repKey]Reservation
 	reservations []*Reservation
 	throttled    map[string]*throttle
 	// Per-pass caches. Within the training phase free GPUs only shrink and
 	// later jobs rank lower (fewer victims), so a failure stays a failure.
-	noRoom map[string]bool
-	noFit  map[string]noFit
+	noRoom map[shapeID]bool
+	noFit  map[shapeID]noFit
+	noHold map[shapeID]int // index change count at which holding found nothing
+	late   []lateJob       // jobs waiting past StarvationAfter
+	prios  []Priority      // backing store for Pending.Priority
+}
+
+type lateJob struct {
+	job     *model.Job
+	pending int // index into d.Pending
 }
 
 // noFit caches a failed placement while the index is unchanged, so that
@@ -147,12 +153,25 @@ type blockedReq struct {
 	reason Reason
 }
 
+func newPlanner(s *State, now time.Time) *planner {
+	cfg := s.Config.withDefaults()
+	p := &planner{s: s, cfg: cfg, now: now, ix: NewIndex(s.Nodes, s.Allocations, cfg), exclude: map[int]bool{},
+		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
+		throttled: map[string]*throttle{}, noRoom: map[shapeID]bool{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{}}
+	p.prepare()
+	return p
+}
+
 func (p *planner) prepare() {
 	for i := range p.s.Jobs {
-		p.jobs[p.s.Jobs[i].ID] = &p.s.Jobs[i]
+		// Pending jobs are reached through the queue; the map serves
+		// lookups from allocations, which only running jobs have.
+		if j := &p.s.Jobs[i]; j.State != model.JobPending {
+			p.jobs[j.ID] = j
+		}
 	}
 	for _, r := range p.s.Reservations {
-		p.prevRes[resKey(r.Owner, r.Replica)] = r
+		p.prevRes[repKey{r.Owner, r.Replica}] = r
 	}
 	for _, r := range p.s.Relocations {
 		if i, ok := p.ix.byID[r.FromNode]; ok {
@@ -172,6 +191,7 @@ func (p *planner) prepare() {
 	}
 	p.budget = p.newBudget()
 	p.cands = p.victims()
+	p.reclaim = p.reclaimable()
 	p.backfilled = map[string]bool{}
 	for _, v := range p.cands {
 		if v.tier == tierBackfill {
@@ -180,41 +200,51 @@ func (p *planner) prepare() {
 	}
 }
 
-// shapeKey identifies requests that place identically.
-func shapeKey(r *model.Request) string {
-	return fmt.Sprintf("%s/%d/%v/%d/%d/%s/%t", r.Topology, r.GPUs, r.Models, r.CPUMilli, r.MemoryMiB, r.Kind, r.Preemptible)
+// shapeID identifies requests that place identically.
+// It is hashed for every pending job, so it is kept to fixed-size fields
+// where it can be.
+type shapeID struct {
+	topo, kind  byte
+	preemptible bool
+	gpus        int32
+	cpu, mem    int64
+	models      string
+}
+
+func shapeKey(r *model.Request) shapeID {
+	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible}
+	if len(r.Models) > 0 {
+		id.models = strings.Join(r.Models, "|")
+	}
+	return id
 }
 
 // noteBlocked remembers node-topology requests that only fragmentation
 // keeps out: the GPUs exist, but not together on one node.
 func (p *planner) noteBlocked(req model.Request, why *Reason) {
-	if req.Topology == model.TopologyNode && why.Code == ReasonUnschedulable && why.Constraint == "topology" {
+	if len(p.blocked) < maxBlocked && req.Topology == model.TopologyNode && why.Code == ReasonUnschedulable && why.Constraint == "topology" {
 		p.blocked = append(p.blocked, blockedReq{req, *why})
 	}
 }
 
+// maxBlocked bounds the requests defragmentation considers per pass; it
+// works on the highest-ranked first and moves at most MaxRelocations
+// replicas anyway.
+const maxBlocked = 64
+
 // starvation raises R2's guard: a job waiting longer than StarvationAfter
 // is a capacity-planning signal, not a queue position.
 func (p *planner) starvation() {
-	var late []Pending
-	for _, pd := range p.d.Pending {
-		if pd.Kind != model.OwnerTraining {
-			continue
-		}
-		if j := p.jobs[pd.OwnerID]; j != nil && p.now.Sub(j.Queued()) >= p.cfg.StarvationAfter {
-			late = append(late, pd)
-		}
-	}
-	for i, pd := range late {
+	for i, l := range p.late {
 		if i == p.cfg.MaxStarvationAlerts {
 			p.alert(Alert{ID: "starvation/more", Severity: SeverityWarn, Kind: "starvation",
-				Message: fmt.Sprintf("%d more jobs have waited longer than %s", len(late)-i, p.cfg.StarvationAfter)})
-			break
+				Message: fmt.Sprintf("%d more jobs have waited longer than %s", len(p.late)-i, p.cfg.StarvationAfter)})
+			return
 		}
-		j := p.jobs[pd.OwnerID]
+		j, why := l.job, p.d.Pending[l.pending].Reason
 		p.alert(Alert{ID: "starvation/" + j.ID, Severity: SeverityWarn, Kind: "starvation", Subject: j.ID,
 			Message: fmt.Sprintf("this cluster cannot host job %s: waited %s for %d GPUs (%s); %s",
-				j.ID, p.now.Sub(j.Queued()).Round(time.Minute), j.Shape.GPUs, j.Shape.Topology, pd.Reason.Message)})
+				j.ID, p.now.Sub(j.Queued()).Round(time.Minute), j.Shape.GPUs, j.Shape.Topology, why.Message)})
 	}
 }
 

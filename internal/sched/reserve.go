@@ -1,8 +1,8 @@
 package sched
 
 import (
-	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -46,7 +46,7 @@ func (r *Reservation) HeldGPUs() int {
 	return n
 }
 
-func resKey(owner string, replica int) string { return fmt.Sprintf("%s#%d", owner, replica) }
+func resKey(owner string, replica int) string { return owner + "#" + strconv.Itoa(replica) }
 
 // hold takes, of parts, the GPUs that are free now, and returns what it took.
 func (p *planner) hold(parts []Part) []Part {
@@ -121,7 +121,7 @@ func (p *planner) claim(owner string, kind model.OwnerKind, replica, rank int, r
 }
 
 func (p *planner) createdAt(owner string, replica int) time.Time {
-	if prev, ok := p.prevRes[resKey(owner, replica)]; ok && !prev.CreatedAt.IsZero() {
+	if prev, ok := p.prevRes[repKey{owner, replica}]; ok && !prev.CreatedAt.IsZero() {
 		return prev.CreatedAt
 	}
 	return p.now
@@ -133,8 +133,16 @@ func (p *planner) createdAt(owner string, replica int) time.Time {
 // job held before, then the one with the most free GPUs.
 func (p *planner) holdFree(j *model.Job, rnk int) *Reservation {
 	req := j.Request()
-	u, name, free := p.bestUnit(&req, p.prevRes[resKey(j.ID, 0)].At)
+	key := shapeKey(&req)
+	if c, ok := p.noHold[key]; ok && c == p.ix.changes {
+		return nil // nothing to hold for this shape, and nothing changed
+	}
+	prev, hadRes := p.prevRes[repKey{j.ID, 0}]
+	u, name, free := p.bestUnit(&req, prev.At)
 	if free == 0 {
+		if !hadRes {
+			p.noHold[key] = p.ix.changes
+		}
 		return nil
 	}
 	k := req.GPUs

@@ -37,11 +37,26 @@ type unitCand struct {
 // passes). It leaves the index as it found it, and returns nil when no
 // preemption helps.
 func (p *planner) makeRoom(req *model.Request, eligible func(*victim) bool, prefer string) *room {
+	if p.roomImpossible(req) {
+		return nil
+	}
 	cands := p.unitCands(req, eligible)
+	// The reservation's own unit first; then units whose victims come
+	// earliest in the preemption order (so §7's order decides who yields,
+	// not where), then the least to free.
+	first := func(c *unitCand) int {
+		if len(c.victims) == 0 {
+			return -1 // only waiting on what is already stopping: free
+		}
+		return c.victims[0].pos
+	}
 	sort.SliceStable(cands, func(a, b int) bool {
-		x, y := cands[a], cands[b]
+		x, y := &cands[a], &cands[b]
 		if (x.name == prefer) != (y.name == prefer) {
 			return x.name == prefer
+		}
+		if fx, fy := first(x), first(y); fx != fy {
+			return fx < fy
 		}
 		nx, ny := req.GPUs-x.free-gpusOf(x.stopping), req.GPUs-y.free-gpusOf(y.stopping)
 		if nx != ny {
@@ -58,7 +73,9 @@ func (p *planner) makeRoom(req *model.Request, eligible func(*victim) bool, pref
 }
 
 // unitCands lists the units whose free, stopping and victim GPUs could add
-// up to the request, with their victims in preemption order.
+// up to the request, with their victims in preemption order. Units live in
+// a flat slot array (node, group pod or group), not a map: this walks every
+// candidate victim and runs once per search.
 func (p *planner) unitCands(req *model.Request, eligible func(*victim) bool) []unitCand {
 	ix, k := p.ix, req.GPUs
 	var groups []*group
@@ -72,52 +89,60 @@ func (p *planner) unitCands(req *model.Request, eligible func(*victim) bool) []u
 	if len(groups) == 0 {
 		return nil
 	}
-	gi := map[*group]int{}
+	gi := make(map[*group]int, len(groups))
+	podBase := make([]int, len(groups)) // first slot of each group's pods
+	nslots := 0
 	for i, g := range groups {
 		gi[g] = i
+		podBase[i] = nslots
+		nslots += len(g.pods)
 	}
-	type key struct{ g, pod, node int }
-	keyOf := func(node int) (key, bool) { // which unit a node belongs to
+	switch req.Topology {
+	case model.TopologyNode:
+		nslots = len(ix.nodes)
+	case model.TopologyAny:
+		nslots = len(groups)
+	}
+	slotOf := func(node int) int {
 		ns := &ix.nodes[node]
 		g, ok := gi[ix.groups[ns.group]]
 		if !ok || !ns.eligible {
-			return key{}, false
+			return -1
 		}
 		switch req.Topology {
 		case model.TopologyNode:
-			return key{g, -1, node}, true
+			return node
 		case model.TopologyPod:
-			return key{g, ns.pod, -1}, true
+			return podBase[g] + ns.pod
 		}
-		return key{g, -1, -1}, true
+		return g
 	}
-	byKey := map[key]*unitCand{}
-	var keys []key
-	get := func(uk key) *unitCand {
-		c := byKey[uk]
-		if c == nil {
-			g := groups[uk.g]
-			c = &unitCand{u: unit{g: g, pod: uk.pod, node: uk.node}}
-			switch {
-			case uk.node >= 0:
-				c.name = ix.nodes[uk.node].node.ID
-				c.free = ix.nodes[uk.node].free.Count()
-			case uk.pod >= 0:
-				c.name = g.pods[uk.pod].name
-				c.free = g.pods[uk.pod].free
-			default:
-				c.name = g.pool + "/" + g.model
-				c.free = g.free
-			}
-			byKey[uk] = c
-			keys = append(keys, uk)
+	slots := make([]*unitCand, nslots)
+	var used []int
+	get := func(slot, node int) *unitCand {
+		if c := slots[slot]; c != nil {
+			return c
 		}
+		ns := &ix.nodes[node]
+		g := ix.groups[ns.group]
+		c := &unitCand{u: unit{g: g, pod: -1, node: -1}}
+		switch req.Topology {
+		case model.TopologyNode:
+			c.u.node, c.name, c.free = node, ns.node.ID, ns.free.Count()
+		case model.TopologyPod:
+			c.u.pod, c.name, c.free = ns.pod, g.pods[ns.pod].name, g.pods[ns.pod].free
+		default:
+			c.name, c.free = g.pool+"/"+g.model, g.free
+		}
+		slots[slot] = c
+		used = append(used, slot)
 		return c
 	}
 	for _, a := range p.stopping {
 		if i, ok := ix.byID[a.NodeID]; ok {
-			if uk, ok := keyOf(i); ok {
-				get(uk).stopping = append(get(uk).stopping, a)
+			if s := slotOf(i); s >= 0 {
+				c := get(s, i)
+				c.stopping = append(c.stopping, a)
 			}
 		}
 	}
@@ -125,25 +150,23 @@ func (p *planner) unitCands(req *model.Request, eligible func(*victim) bool) []u
 		if v.taken || !eligible(v) {
 			continue
 		}
-		seen := map[key]bool{}
-		for _, a := range v.allocs {
-			i, ok := ix.byID[a.NodeID]
-			if !ok {
+		for _, i := range v.nodes {
+			s := slotOf(i)
+			if s < 0 {
 				continue
 			}
-			uk, ok := keyOf(i)
-			if !ok || seen[uk] {
-				continue
+			c := get(s, i)
+			if n := len(c.victims); n > 0 && c.victims[n-1] == v {
+				continue // a gang with several nodes in one unit counts once
 			}
-			seen[uk] = true
-			c := get(uk)
 			c.victims = append(c.victims, v)
 			c.vgpus += v.gpus
 		}
 	}
+	sort.Ints(used)
 	var out []unitCand
-	for _, key := range keys {
-		c := byKey[key]
+	for _, s := range used {
+		c := slots[s]
 		if c.free+gpusOf(c.stopping)+c.vgpus >= k && (len(c.victims) > 0 || len(c.stopping) > 0) {
 			out = append(out, *c)
 		}
@@ -211,4 +234,51 @@ func (p *planner) roomIn(c *unitCand, req *model.Request) *room {
 		return nil
 	}
 	return &room{unit: c.u, at: c.name, victims: chosen, waits: c.stopping, place: pl}
+}
+
+// reclaimable totals, per group pod, the GPUs that preemption could ever
+// free there this pass: every candidate victim's and everything stopping.
+func (p *planner) reclaimable() map[*podState]int {
+	out := map[*podState]int{}
+	add := func(a model.Allocation) {
+		if i, ok := p.ix.byID[a.NodeID]; ok {
+			ns := &p.ix.nodes[i]
+			out[p.ix.groups[ns.group].pods[ns.pod]] += a.GPUs.Count()
+		}
+	}
+	for _, v := range p.cands {
+		for _, a := range v.allocs {
+			add(a)
+		}
+	}
+	for _, a := range p.stopping {
+		add(a)
+	}
+	return out
+}
+
+// roomImpossible rules preemption out from pod totals alone: no unit's
+// free and reclaimable GPUs together reach the request. It never walks
+// allocations, so refusing a hopeless gang costs O(pods).
+func (p *planner) roomImpossible(req *model.Request) bool {
+	if req.Topology == model.TopologyNode {
+		return false
+	}
+	k := req.GPUs
+	for _, r := range p.cfg.Pools.routes(req) {
+		for _, g := range p.ix.groupsFor(r, req, p.cfg.Pools.Swap) {
+			total := 0
+			for _, pod := range g.pods {
+				n := pod.free + p.reclaim[pod]
+				if req.Topology == model.TopologyPod && n >= k {
+					return false
+				}
+				total += n
+			}
+			if req.Topology == model.TopologyAny && total >= k {
+				return false
+			}
+		}
+	}
+	return true
 }

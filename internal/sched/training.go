@@ -2,15 +2,15 @@ package sched
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/berthsched/berth/internal/model"
 )
 
-// queued is a pending training job with its effective priority.
+// queued is a pending training job with its rank. It is kept small: the
+// queue of a busy fleet is sorted every pass.
 type queued struct {
 	job  *model.Job
-	prio Priority
 	rank rank
 }
 
@@ -22,15 +22,22 @@ func (p *planner) queue() []queued {
 			running[a.OwnerID] = true
 		}
 	}
-	var q []queued
+	q := make([]queued, 0, len(p.s.Jobs)-len(p.jobs))
 	for i := range p.s.Jobs {
 		j := &p.s.Jobs[i]
 		if j.State == model.JobPending && !running[j.ID] {
-			pr := priorityOf(j, p.now, p.cfg.Aging, true)
-			q = append(q, queued{j, pr, rank{pr.Effective, j.SubmittedAt, j.ID}})
+			q = append(q, queued{j, rankOf(priorityOf(j, p.now, p.cfg.Aging, true).Effective, j)})
 		}
 	}
-	sort.Slice(q, func(a, b int) bool { return q[a].rank.above(q[b].rank) })
+	slices.SortFunc(q, func(a, b queued) int {
+		switch {
+		case a.rank.above(b.rank):
+			return -1
+		case b.rank.above(a.rank):
+			return 1
+		}
+		return 0
+	})
 	return q
 }
 
@@ -40,8 +47,14 @@ func (p *planner) queue() []queued {
 // else it holds the free GPUs of its best unit until it fills.
 func (p *planner) training() {
 	preempting := !p.budget.degraded // cleared once the budget says stop
-	for _, qj := range p.queue() {
-		j, prio := qj.job, qj.prio
+	q := p.queue()
+	p.d.Pending = slices.Grow(p.d.Pending, len(q))
+	p.prios = make([]Priority, 0, len(q))
+	for _, qj := range q {
+		j := qj.job
+		// The effective priority is in the rank; the parts follow from it.
+		prio := Priority{Base: j.Priority, Preemptions: j.PreemptCount * p.cfg.Aging.PerPreemption, Effective: qj.rank.prio}
+		prio.Waiting = prio.Effective - prio.Base - prio.Preemptions
 		req := j.Request()
 		borrowed, why := p.quota.admit(j, req.GPUs)
 		if why != nil {
@@ -95,9 +108,9 @@ type roomResult struct{ reason Reason }
 // room makes room for a training job by preemption, if the budget allows.
 // It returns the result when victims were preempted (or it waits on work
 // already stopping), or a message when the budget or storage forbade it.
-func (p *planner) room(qj queued, req *model.Request, key string, preempting bool) (*roomResult, string) {
+func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bool) (*roomResult, string) {
 	j := qj.job
-	prev, hadRes := p.prevRes[resKey(j.ID, 0)]
+	prev, hadRes := p.prevRes[repKey{j.ID, 0}]
 	own := p.hasOwnBackfill(j.ID)
 	if !preempting && !own && !hadRes {
 		return nil, ""
@@ -128,13 +141,16 @@ func (p *planner) room(qj queued, req *model.Request, key string, preempting boo
 		}
 	}
 	p.preempt(r.victims, j.ID)
-	res := p.claim(j.ID, model.OwnerTraining, 0, qj.prio.Effective, r)
+	res := p.claim(j.ID, model.OwnerTraining, 0, qj.rank.prio, r)
 	return &roomResult{waitReason(res, r)}, ""
 }
 
 func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }
 
 func (p *planner) pend(j *model.Job, why Reason, prio Priority) {
-	pr := prio
-	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: why, Priority: &pr})
+	p.prios = append(p.prios, prio) // one allocation for all, not one each
+	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: why, Priority: &p.prios[len(p.prios)-1]})
+	if p.now.Sub(j.Queued()) >= p.cfg.StarvationAfter {
+		p.late = append(p.late, lateJob{j, len(p.d.Pending) - 1})
+	}
 }

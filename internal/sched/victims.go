@@ -12,6 +12,7 @@ import (
 type victim struct {
 	job    *model.Job
 	allocs []model.Allocation
+	nodes  []int // index positions of allocs' nodes (-1 when unknown)
 	gpus   int
 	// tier is the §7 order: 0 backfill (on loan by construction),
 	// 1 borrowed beyond quota, 2 preemptible within quota.
@@ -21,6 +22,7 @@ type victim struct {
 	// backfillFor is the reservation a backfill victim runs inside.
 	backfillFor string
 	taken       bool // preempted earlier in this pass
+	pos         int  // place in the preemption order
 }
 
 // Victim tiers, in the order they yield.
@@ -49,11 +51,14 @@ func (p *planner) victims() []*victim {
 		}
 		v := byJob[a.OwnerID]
 		if v == nil {
-			v = &victim{job: j, rank: rank{priorityOf(j, p.now, p.cfg.Aging, false).Effective, j.SubmittedAt, j.ID}, tier: tierWithinQuota}
+			v = &victim{job: j, rank: rankOf(priorityOf(j, p.now, p.cfg.Aging, false).Effective, j), tier: tierWithinQuota}
 			byJob[a.OwnerID] = v
 			order = append(order, a.OwnerID)
 		}
 		v.allocs = append(v.allocs, a)
+		if i, ok := p.ix.byID[a.NodeID]; ok {
+			v.nodes = append(v.nodes, i)
+		}
 		v.gpus += a.GPUs.Count()
 		if a.CreatedAt.After(v.created) {
 			v.created = a.CreatedAt
@@ -73,7 +78,7 @@ func (p *planner) victims() []*victim {
 			out = append(out, v)
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool {
+	sort.Slice(out, func(a, b int) bool {
 		x, y := out[a], out[b]
 		if x.tier != y.tier {
 			return x.tier < y.tier
@@ -86,6 +91,9 @@ func (p *planner) victims() []*victim {
 		}
 		return x.job.ID < y.job.ID
 	})
+	for i, v := range out {
+		v.pos = i
+	}
 	return out
 }
 

@@ -1,0 +1,116 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+var benchNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// busyState is a 12,500-node fleet (pods of 32) where every node runs
+// allocsPerNode jobs of 8/allocsPerNode GPUs, preemptible and borrowed
+// (fair game for victims) when preemptible is set, plus pending jobs of
+// mixed shapes.
+func busyState(nodes, allocsPerNode, pending int, preemptible bool) State {
+	s := State{Nodes: benchFleet(nodes)}
+	per := 8 / allocsPerNode
+	rng := rand.New(rand.NewPCG(11, 11))
+	for i, n := range s.Nodes {
+		for a := 0; a < allocsPerNode; a++ {
+			id := fmt.Sprintf("run-%d-%d", i, a)
+			j := model.Job{ID: id, Shape: model.Shape{GPUs: per, Topology: model.TopologyNode}, Priority: rng.IntN(10),
+				Preemptible: preemptible, State: model.JobRunning, SubmittedAt: benchNow.Add(-3 * time.Hour),
+				StartedAt: benchNow.Add(-time.Duration(30+rng.IntN(600)) * time.Minute)}
+			if preemptible {
+				j.Checkpoint = &model.Checkpoint{Path: "/c", SizeBytes: 1e9}
+			}
+			s.Jobs = append(s.Jobs, j)
+			s.Allocations = append(s.Allocations, model.Allocation{ID: "a-" + id, NodeID: n.ID, GPUs: model.FullMask(per) << uint(a*per),
+				OwnerKind: model.OwnerTraining, OwnerID: id, Preemptible: preemptible, Borrowed: preemptible, CreatedAt: j.StartedAt})
+		}
+	}
+	shapes := []model.Shape{{GPUs: 1, Topology: model.TopologyNode}, {GPUs: 2, Topology: model.TopologyNode}, {GPUs: 4, Topology: model.TopologyNode},
+		{GPUs: 8, Topology: model.TopologyNode}, {GPUs: 64, Topology: model.TopologyPod}, {GPUs: 256, Topology: model.TopologyPod}}
+	for i := 0; i < pending; i++ {
+		s.Jobs = append(s.Jobs, model.Job{ID: fmt.Sprintf("q-%d", i), Team: "t", Shape: shapes[rng.IntN(len(shapes))], Priority: rng.IntN(100),
+			State: model.JobPending, SubmittedAt: benchNow.Add(-time.Duration(rng.IntN(10000)) * time.Second)})
+	}
+	return s
+}
+
+// BenchmarkPlanPending is one full Plan pass over a full 12,500-node fleet
+// with N pending jobs that mostly cannot run.
+func BenchmarkPlanPending(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		s := busyState(12500, 2, n, false)
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_ = Plan(s, benchNow)
+			}
+		})
+	}
+}
+
+// BenchmarkRejectGang: a 512-GPU pod gang on a busy 12,500-node fleet
+// where no pod can take it, even with every victim gone (pods hold 256
+// GPUs). Placement fails from pod totals; the victim search is refused
+// from per-pod reclaimable totals, without walking allocations.
+func BenchmarkRejectGang(b *testing.B) {
+	s := busyState(12500, 2, 0, true)
+	p := newBenchPlanner(s)
+	req := model.Request{Shape: model.Shape{GPUs: 512, Topology: model.TopologyPod}, Kind: model.OwnerTraining, Preemptible: true}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, why := p.ix.place(&req, p.cfg.Pools, placeOpts{}); why == nil {
+			b.Fatal("placed")
+		}
+		if !p.roomImpossible(&req) {
+			b.Fatal("the pod summaries should rule preemption out")
+		}
+	}
+}
+
+// BenchmarkVictims256: choose the victims for a 256-GPU pod gang on a
+// 12,500-node fleet running 50,000 preemptible 2-GPU allocations.
+func BenchmarkVictims256(b *testing.B) {
+	s := busyState(12500, 4, 0, true)
+	req := model.Request{Shape: model.Shape{GPUs: 256, Topology: model.TopologyPod}, Kind: model.OwnerTraining, Preemptible: true}
+	p := newBenchPlanner(s)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := p.makeRoom(&req, func(*victim) bool { return true }, "")
+		if r == nil || len(r.victims) != 128 {
+			b.Fatalf("got %v", r)
+		}
+	}
+}
+
+func newBenchPlanner(s State) *planner { return newPlanner(&s, benchNow) }
+
+// BenchmarkMemoryMillionJobs measures what 12,500 nodes and 1,000,000
+// queued jobs take in memory, held as a State and indexed, and one Plan
+// pass over them.
+func BenchmarkMemoryMillionJobs(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := busyState(12500, 2, 1000000, false)
+		ix := NewIndex(s.Nodes, s.Allocations, Config{})
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-held")
+		start := time.Now()
+		_ = Plan(s, benchNow)
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms-plan")
+		var peak runtime.MemStats
+		runtime.ReadMemStats(&peak)
+		b.ReportMetric(float64(peak.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-after-plan")
+		runtime.KeepAlive(ix)
+	}
+}
