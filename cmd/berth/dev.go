@@ -72,13 +72,17 @@ func devFleet(o devOptions) []model.Node {
 func devMix(now time.Time) ([]model.Job, []model.Deployment) {
 	at := func(m int) time.Time { return now.Add(time.Duration(m-60) * time.Minute) }
 	jobs := []model.Job{
-		{ID: "pretrain-32", Team: "research", Shape: model.Shape{GPUs: 32, Topology: model.TopologyPod}, Priority: 50, Preemptible: true, State: model.JobPending, SubmittedAt: at(0)},
-		{ID: "tp8-finetune", Team: "nlp", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, Priority: 40, Preemptible: true, State: model.JobPending, SubmittedAt: at(5)},
-		{ID: "eval-16", Team: "nlp", Shape: model.Shape{GPUs: 16, Topology: model.TopologyAny}, Priority: 20, Preemptible: true, State: model.JobPending, SubmittedAt: at(8)},
+		{ID: "pretrain-32", Org: "ml", Team: "research", Shape: model.Shape{GPUs: 32, Topology: model.TopologyPod}, Priority: 50, Preemptible: true,
+			Checkpoint: &model.Checkpoint{Path: "/ckpt/pretrain-32", SizeBytes: 980e9}, State: model.JobPending, SubmittedAt: at(0)},
+		{ID: "tp8-finetune", Org: "ml", Team: "nlp", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, Priority: 40, Preemptible: true,
+			Checkpoint: &model.Checkpoint{Path: "/ckpt/tp8-finetune", SizeBytes: 140e9}, State: model.JobPending, SubmittedAt: at(5)},
+		{ID: "eval-16", Org: "ml", Team: "nlp", Shape: model.Shape{GPUs: 16, Topology: model.TopologyAny}, Priority: 20, Preemptible: true,
+			Checkpoint: &model.Checkpoint{Path: "/ckpt/eval-16", SizeBytes: 10e9}, MaxRuntime: 2 * time.Hour, State: model.JobPending, SubmittedAt: at(8)},
 	}
 	for i := 0; i < 12; i++ {
-		jobs = append(jobs, model.Job{ID: fmt.Sprintf("sweep-%02d", i), Team: "rl", Shape: model.Shape{GPUs: 1, Topology: model.TopologyNode},
-			Priority: 10, Preemptible: true, State: model.JobPending, SubmittedAt: at(10 + i)})
+		jobs = append(jobs, model.Job{ID: fmt.Sprintf("sweep-%02d", i), Org: "ml", Team: "rl", Shape: model.Shape{GPUs: 1, Topology: model.TopologyNode},
+			Priority: 10, Preemptible: true, Checkpoint: &model.Checkpoint{Path: "/ckpt/sweep", SizeBytes: 1e9}, MaxRuntime: 30 * time.Minute,
+			State: model.JobPending, SubmittedAt: at(10 + i)})
 	}
 	deps := []model.Deployment{
 		{ID: "chat-70b", Model: "llama-70b", ReplicaShape: model.Shape{GPUs: 4, Topology: model.TopologyNode}, MinReplicas: 4, MaxReplicas: 8, Desired: 6, Priority: 1000},
@@ -133,10 +137,22 @@ func printDecision(w io.Writer, o devOptions, d sched.Decision) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", id, b.Kind, b.GPUs(), strings.Join(where, " "))
 	}
+	if len(d.Reservations) > 0 {
+		fmt.Fprintln(tw, "\nRESERVED FOR\tAT\tHELD IDLE\tOF\tBACKFILL")
+		for _, r := range d.Reservations {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.Owner, r.At, r.HeldGPUs(), r.GPUs, strings.Join(r.Backfill, " "))
+		}
+	}
 	if len(d.Pending) > 0 {
 		fmt.Fprintln(tw, "\nPENDING\tKIND\tWHY")
 		for _, p := range d.Pending {
 			fmt.Fprintf(tw, "%s\t%s\t%s: %s\n", p.OwnerID, p.Kind, p.Reason.Code, p.Reason.Message)
+		}
+	}
+	if len(d.Alerts) > 0 {
+		fmt.Fprintln(tw, "\nALERT\tSEVERITY\tMESSAGE")
+		for _, a := range d.Alerts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", a.ID, a.Severity, a.Message)
 		}
 	}
 	return tw.Flush()

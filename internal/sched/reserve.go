@@ -30,6 +30,9 @@ type Reservation struct {
 	// Waits are the allocations it waits on: preempted or stopping work,
 	// or backfill running on its GPUs.
 	Waits []string `json:"waits,omitempty"`
+	// Backfill lists the jobs this pass started inside it (R2): they end
+	// before ETA, or yield the moment it can fill.
+	Backfill []string `json:"backfill,omitempty"`
 	// ETA is the estimated time it fills without preemption; zero when
 	// unknown (work with no max_runtime stands in the way).
 	ETA       time.Time `json:"eta,omitempty"`
@@ -326,6 +329,7 @@ func (p *planner) backfill(j *model.Job) (Bind, bool) {
 			}
 		}
 		res.Held = p.hold(left)
+		res.Backfill = append(res.Backfill, j.ID)
 		return Bind{Kind: model.OwnerBackfill, OwnerID: j.ID, Preemptible: true, Reservation: res.Owner, Placement: pl}, true
 	}
 	return Bind{}, false
