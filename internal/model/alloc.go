@@ -1,9 +1,6 @@
 package model
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // OwnerKind says what kind of work holds an allocation. The kinds are not
 // equal: inference is never preempted, training yields by a fixed order,
@@ -15,15 +12,6 @@ const (
 	OwnerInference OwnerKind = "inference"
 	OwnerBackfill  OwnerKind = "backfill"
 )
-
-// ParseOwnerKind validates an owner kind name.
-func ParseOwnerKind(s string) (OwnerKind, error) {
-	switch k := OwnerKind(s); k {
-	case OwnerTraining, OwnerInference, OwnerBackfill:
-		return k, nil
-	}
-	return "", fmt.Errorf("owner_kind: %q is not one of training, inference, backfill", s)
-}
 
 // Allocation binds a set of GPUs on one node to one owner. A request that
 // spans nodes holds one allocation per node.

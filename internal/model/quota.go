@@ -16,15 +16,6 @@ type Quota struct {
 	MaxGPUs int `json:"max_gpus,omitempty"`
 }
 
-// Parent is the enclosing scope's path, or "" for an org.
-func (q *Quota) Parent() string {
-	i := strings.LastIndex(q.Scope, "/")
-	if i < 0 {
-		return ""
-	}
-	return q.Scope[:i]
-}
-
 // Validate checks the quota's fields.
 func (q *Quota) Validate() error {
 	parts := strings.Split(q.Scope, "/")

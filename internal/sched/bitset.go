@@ -55,12 +55,3 @@ func (b *bitset) next(i int) int {
 	}
 	return -1
 }
-
-func (b *bitset) empty() bool {
-	for _, s := range b.summary {
-		if s != 0 {
-			return false
-		}
-	}
-	return true
-}

