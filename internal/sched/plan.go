@@ -86,7 +86,17 @@ type Decision struct {
 //     free GPUs of its best unit until it fills.
 //  3. Defragmentation proposals for what fragmentation alone blocks.
 func Plan(s State, now time.Time) Decision {
-	p := newPlanner(&s, now)
+	return PlanOn(NewIndex(s.Nodes, s.Allocations, s.Config), s, now)
+}
+
+// PlanOn is Plan over an index the caller keeps equal to
+// NewIndex(s.Nodes, s.Allocations, s.Config), so that a caller running
+// many passes (the simulator) need not rebuild it each time. The decision
+// is the same as Plan's; the index is back in its input state on return.
+func PlanOn(ix *Index, s State, now time.Time) Decision {
+	p := newPlanner(&s, ix, now)
+	cp := ix.Checkpoint()
+	defer ix.Rollback(cp)
 	p.inference()
 	p.training()
 	p.defrag()
@@ -100,8 +110,7 @@ func Plan(s State, now time.Time) Decision {
 	for _, r := range p.reservations {
 		p.d.Reservations = append(p.d.Reservations, *r)
 	}
-	p.ix.Commit()
-	p.d.Topology = p.ix.Summary(false)
+	p.d.Topology = p.ix.Summary(false) // as decided: binds and holds in
 	return p.d
 }
 
@@ -153,9 +162,9 @@ type blockedReq struct {
 	reason Reason
 }
 
-func newPlanner(s *State, now time.Time) *planner {
+func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	cfg := s.Config.withDefaults()
-	p := &planner{s: s, cfg: cfg, now: now, ix: NewIndex(s.Nodes, s.Allocations, cfg), exclude: map[int]bool{},
+	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
 		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
 		throttled: map[string]*throttle{}, noRoom: map[shapeID]bool{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{}}
 	p.prepare()

@@ -90,7 +90,9 @@ func BenchmarkVictims256(b *testing.B) {
 	}
 }
 
-func newBenchPlanner(s State) *planner { return newPlanner(&s, benchNow) }
+func newBenchPlanner(s State) *planner {
+	return newPlanner(&s, NewIndex(s.Nodes, s.Allocations, s.Config), benchNow)
+}
 
 // BenchmarkMemoryMillionJobs measures what 12,500 nodes and 1,000,000
 // queued jobs take in memory, held as a State and indexed, and one Plan

@@ -242,6 +242,15 @@ func TestPlanDeterministic(t *testing.T) {
 		if diff := cmp.Diff(a, b); diff != "" {
 			t.Fatalf("two passes over one state differ:\n%s", diff)
 		}
+		// A kept index gives the same decision and comes back unchanged.
+		ix := NewIndex(s.Nodes, s.Allocations, s.Config)
+		before := ix.Summary(true)
+		if diff := cmp.Diff(a, PlanOn(ix, s, now)); diff != "" {
+			t.Fatalf("PlanOn differs from Plan:\n%s", diff)
+		}
+		if diff := cmp.Diff(before, ix.Summary(true)); diff != "" {
+			t.Fatalf("PlanOn left the index changed:\n%s", diff)
+		}
 	})
 }
 
