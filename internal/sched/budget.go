@@ -114,9 +114,10 @@ const (
 // allow applies, in order: the storage guard (below MinBandwidth nothing is
 // preempted), the checkpoint bandwidth budget (concurrent preemptions ×
 // size / deadline within the bandwidth), and the rate tiers of R6 (above
-// Page only the inference floor may preempt). ownBackfill victims yield to
-// their own reservation by contract and skip the rate tiers.
-func (p *planner) allow(victims []*victim, floor, ownBackfill bool) (verdict, string) {
+// Page only the inference floor may preempt). Victims on loan (backfill
+// yielding to its own reservation, training borrowing the inference pool)
+// yield by contract and skip the rate tiers.
+func (p *planner) allow(victims []*victim, floor, onLoan bool) (verdict, string) {
 	b := &p.budget
 	if b.degraded {
 		return stopped, fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped (a preemption that cannot checkpoint is a kill)",
@@ -131,7 +132,7 @@ func (p *planner) allow(victims []*victim, floor, ownBackfill bool) (verdict, st
 		return stopped, fmt.Sprintf("checkpoint bandwidth budget: %s of checkpoint writes in flight, %s more would pass %s",
 			rateString(b.inFlight), rateString(write), rateString(limit))
 	}
-	if ownBackfill {
+	if onLoan {
 		return allowed, ""
 	}
 	r := b.rate(gpus)

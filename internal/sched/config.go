@@ -27,17 +27,27 @@ type Config struct {
 	// counted in one summary alert. Default 20.
 	MaxStarvationAlerts int `json:"max_starvation_alerts,omitempty"`
 
+	// PreemptMargin: a training job preempts another only when its
+	// priority plus waiting bonus beats the victim's priority plus
+	// preemption bonus by at least this much. Preemption bonuses protect
+	// victims but give no power to preempt, so equals never churn each
+	// other. Default 10 (one preemption's worth).
+	PreemptMargin int `json:"preempt_margin,omitempty"`
+
 	Storage Storage `json:"storage"`
 	Budget  Budget  `json:"budget"`
 }
 
 // Aging is the effective-priority bonus: PerPreemption for each time the
-// job was preempted, PerHour for each whole hour it has waited.
-// Defaults 10 and 5: a job of priority 0 outranks a fresh priority-100 job
-// after 20 hours of waiting, or 10 preemptions.
+// job was preempted, PerHour for each whole hour waited by a gang of at
+// least MinGPUs (the issue's "gang that cannot fill"). Defaults 10, 5 and
+// 8: a priority-0 gang outranks a fresh priority-100 job after 20 hours of
+// waiting, or 10 preemptions. Small jobs do not age by waiting: among
+// equals, waiting-based aging only turns queueing into preemption churn.
 type Aging struct {
 	PerPreemption int `json:"per_preemption,omitempty"`
 	PerHour       int `json:"per_hour,omitempty"`
+	MinGPUs       int `json:"min_gpus,omitempty"`
 }
 
 // Storage is the checkpoint storage the preemption deadline depends on (R3).
@@ -80,6 +90,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Aging.PerHour == 0 {
 		c.Aging.PerHour = 5
+	}
+	if c.Aging.MinGPUs == 0 {
+		c.Aging.MinGPUs = 8
+	}
+	if c.PreemptMargin == 0 {
+		c.PreemptMargin = 10
 	}
 	if c.MinRuntime == 0 {
 		c.MinRuntime = 10 * time.Minute

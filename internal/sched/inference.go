@@ -44,7 +44,8 @@ func (p *planner) inference() {
 
 // forInference: inference outranks all training, so every preemptible
 // training victim old enough is eligible.
-func (p *planner) forInference(v *victim) bool { return p.oldEnough(v, "") }
+// Borrowers of the inference pool yield to it at once.
+func (p *planner) forInference(v *victim) bool { return v.inPool || p.oldEnough(v, "") }
 
 func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, upTo int, floor bool, failed map[string]bool) {
 	reps := have[d.ID]
@@ -66,7 +67,11 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 		if why.Code == ReasonUnschedulable {
 			key := resKey(d.ID, next)
 			if r := p.makeRoom(&req, p.forInference, p.prevRes[repKey{d.ID, next}].At); r != nil {
-				v, msg := p.allow(r.victims, floor, false)
+				reclaim := true // only taking the pool back from borrowers
+				for _, v := range r.victims {
+					reclaim = reclaim && v.inPool
+				}
+				v, msg := p.allow(r.victims, floor, reclaim)
 				if len(r.victims) == 0 {
 					v = allowed // only waiting on work already stopping
 				}

@@ -22,7 +22,7 @@ type Priority struct {
 // priorityOf computes a job's effective priority at now.
 func priorityOf(j *model.Job, now time.Time, a Aging, pending bool) Priority {
 	p := Priority{Base: j.Priority, Preemptions: j.PreemptCount * a.PerPreemption}
-	if pending {
+	if pending && j.Shape.GPUs >= a.MinGPUs {
 		if waited := now.Sub(j.Queued()); waited > 0 {
 			p.Waiting = int(waited/time.Hour) * a.PerHour
 		}

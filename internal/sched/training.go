@@ -122,7 +122,7 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 		if v.tier == tierBackfill && v.backfillFor == j.ID {
 			return true
 		}
-		return preempting && qj.rank.above(v.rank) && p.oldEnough(v, j.ID)
+		return preempting && qj.rank.above(v.rank) && p.power(qj) >= v.rank.prio+p.cfg.PreemptMargin && p.oldEnough(v, j.ID)
 	}
 	r := p.makeRoom(req, eligible, prev.At)
 	if r == nil {
@@ -143,6 +143,12 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 	p.preempt(r.victims, j.ID)
 	res := p.claim(j.ID, model.OwnerTraining, 0, qj.rank.prio, r)
 	return &roomResult{waitReason(res, r)}, ""
+}
+
+// power is what a queued job preempts with: its priority and its waiting
+// bonus, not its preemption bonus (that one only protects).
+func (p *planner) power(qj queued) int {
+	return qj.rank.prio - qj.job.PreemptCount*p.cfg.Aging.PerPreemption
 }
 
 func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }

@@ -23,6 +23,9 @@ type victim struct {
 	backfillFor string
 	taken       bool // preempted earlier in this pass
 	pos         int  // place in the preemption order
+	// inPool marks training borrowing the inference pool (R1): that pool
+	// takes it back at once, without the minimum runtime or the budget.
+	inPool bool
 }
 
 // Victim tiers, in the order they yield.
@@ -74,6 +77,12 @@ func (p *planner) victims() []*victim {
 	var out []*victim
 	for _, id := range order {
 		v := byJob[id]
+		v.inPool = p.cfg.Pools.Inference != ""
+		for _, a := range v.allocs {
+			if i, ok := p.ix.byID[a.NodeID]; !ok || p.ix.nodes[i].node.Pool != p.cfg.Pools.Inference {
+				v.inPool = false
+			}
+		}
 		if p.preemptible(v) {
 			out = append(out, v)
 		}

@@ -1,0 +1,364 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
+)
+
+// Options tune a run. The zero value takes the documented defaults.
+type Options struct {
+	Seed uint64
+	// Penalty stretches the runtime of a `node` (tensor-parallel) job that
+	// a topology-blind policy spreads over several nodes: +52% step time
+	// (§2, §6: 8 badly placed GPUs deliver ~5.3 GPUs of work). Default 0.52.
+	Penalty float64
+	// PassEvery is how often a scheduling pass runs while work waits
+	// (besides after every event). Default 5m.
+	PassEvery time.Duration
+	// SampleEvery is the time series' resolution. Default 10m.
+	SampleEvery time.Duration
+	// RestartOverhead is the progress a preempted job loses: teardown,
+	// requeue, restart and reload (§7: 60-120 s). Default 90s.
+	RestartOverhead time.Duration
+	// ReadyWithin is the inference SLO: capacity within this long of
+	// demand (§1). Default 60s.
+	ReadyWithin time.Duration
+	// StorageBandwidth for checkpoint writes, bytes/s. Default 200 GB/s.
+	StorageBandwidth float64
+	// Progress, when set, is called as simulated time advances.
+	Progress func(done, total time.Duration)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Penalty == 0 {
+		o.Penalty = 0.52
+	}
+	if o.PassEvery == 0 {
+		o.PassEvery = 5 * time.Minute
+	}
+	if o.SampleEvery == 0 {
+		o.SampleEvery = 10 * time.Minute
+	}
+	if o.RestartOverhead == 0 {
+		o.RestartOverhead = 90 * time.Second
+	}
+	if o.ReadyWithin == 0 {
+		o.ReadyWithin = time.Minute
+	}
+	if o.StorageBandwidth == 0 {
+		o.StorageBandwidth = 200e9
+	}
+	return o
+}
+
+// Epoch is the virtual clock's start: a Monday, 00:00 UTC.
+var Epoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// run is one policy replaying one workload.
+type run struct {
+	w   *Workload
+	pol Policy
+	opt Options
+	cfg sched.Config
+
+	now    time.Duration
+	events eventHeap
+	seq    int
+
+	nodes  []model.Node
+	ix     *sched.Index // always equal to NewIndex(nodes, allocations)
+	allocs []model.Allocation
+	where  map[string]int // allocation id → position in allocs
+	nextID int
+
+	jobs   []*jobRun
+	byID   map[string]int
+	active map[int]bool // jobs submitted and not yet done
+	svcs   []*svcRun
+
+	reservations []sched.Reservation
+	relocs       map[int]sched.Relocation // in flight, by start order
+	relocSeq     int
+	svcByID      map[string]int
+	recent       []sched.PreemptionRecord
+	passDue      bool // a periodic pass is scheduled
+	dirty        bool
+
+	m *Metrics
+	// Running totals the metrics integrate between events: kept here so
+	// no event walks every allocation or service.
+	used                int     // GPUs allocated
+	penalty             float64 // GPUs lost to topology penalties
+	wantGPUs, shortGPUs float64 // inference GPUs wanted, and missing
+}
+
+type jobRun struct {
+	spec      *JobSpec
+	job       model.Job
+	remaining time.Duration // full-speed work left
+	stretch   float64       // 1, or 1 + Penalty when badly placed
+	penalty   float64       // GPUs' worth of work lost to the stretch
+	runStart  time.Duration
+	allocs    []string
+	gen       int
+	started   bool
+	done      bool
+	preempts  int
+}
+
+type svcRun struct {
+	spec     *ServiceSpec
+	dep      model.Deployment
+	replicas map[int][]string // replica → allocation ids
+}
+
+func newRun(w *Workload, pol Policy, opt Options) *run {
+	opt = opt.withDefaults()
+	nodes, cfg := pol.Prepare(w)
+	r := &run{w: w, pol: pol, opt: opt, cfg: cfg, nodes: nodes, where: map[string]int{}, active: map[int]bool{}, byID: map[string]int{},
+		relocs: map[int]sched.Relocation{}, svcByID: map[string]int{}}
+	r.ix = sched.NewIndex(r.nodes, nil, cfg)
+	r.m = newMetrics(pol.Name(), w, r.nodes)
+	for i := range w.Jobs {
+		s := &w.Jobs[i]
+		j := model.Job{ID: s.ID, Team: s.Team, Shape: s.Shape, Priority: s.Priority, Preemptible: s.Preemptible,
+			MaxRuntime: s.MaxRuntime, State: model.JobPending, SubmittedAt: Epoch.Add(s.Submit)}
+		if s.Preemptible {
+			j.Checkpoint = &model.Checkpoint{Path: "/ckpt/" + s.ID, SizeBytes: max(s.CheckpointBytes, 1)}
+		}
+		r.byID[s.ID] = len(r.jobs)
+		r.jobs = append(r.jobs, &jobRun{spec: s, job: j, remaining: s.Work, stretch: 1})
+		r.schedule(s.Submit, evArrive, i, 0)
+	}
+	for i := range w.Services {
+		s := &w.Services[i]
+		r.svcByID[s.ID] = i
+		r.svcs = append(r.svcs, &svcRun{spec: s, replicas: map[int][]string{},
+			dep: model.Deployment{ID: s.ID, ReplicaShape: s.Shape, MinReplicas: s.Min, MaxReplicas: s.Max, Priority: s.Priority}})
+		r.svcTerm(r.svcs[i], +1) // min_replicas are wanted from the start
+		for k, d := range s.Demand {
+			r.schedule(d.At, evDemand, i, k)
+		}
+	}
+	r.schedule(0, evSample, 0, 0)
+	return r
+}
+
+// Run replays the workload through the policy and returns its metrics. An
+// error means the policy broke an invariant (bound GPUs already in use).
+func Run(w *Workload, pol Policy, opt Options) (m *Metrics, err error) {
+	r := newRun(w, pol, opt)
+	defer func() {
+		if p := recover(); p != nil {
+			m, err = nil, fmt.Errorf("policy %s: %v", pol.Name(), p)
+		}
+	}()
+	wall := time.Now()
+	r.loop()
+	r.m.finish(r, time.Since(wall))
+	return r.m, nil
+}
+
+func (r *run) loop() {
+	horizon := r.w.Horizon
+	lastProgress := time.Duration(0)
+	for len(r.events) > 0 {
+		t := r.events[0].at
+		if horizon > 0 && t > horizon {
+			break
+		}
+		r.m.advance(r, t)
+		r.now = t
+		for len(r.events) > 0 && r.events[0].at == t {
+			e := heap.Pop(&r.events).(event)
+			r.m.events++
+			r.handle(e)
+		}
+		if r.dirty {
+			r.pass()
+		}
+		if r.opt.Progress != nil && t-lastProgress >= time.Hour {
+			r.opt.Progress(t, horizon)
+			lastProgress = t
+		}
+		if horizon == 0 && r.idle() {
+			break
+		}
+	}
+	if horizon > 0 {
+		r.m.advance(r, horizon)
+		r.now = horizon
+	}
+}
+
+// idle reports whether nothing is left to happen but samples and passes.
+func (r *run) idle() bool {
+	for _, e := range r.events {
+		if e.kind != evSample && e.kind != evPass {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) handle(e event) {
+	switch e.kind {
+	case evArrive:
+		r.active[e.a] = true
+		r.dirty = true
+	case evFinish:
+		if j := r.jobs[e.a]; j.gen == e.b && !j.done {
+			r.complete(j)
+		}
+	case evExit:
+		r.exit(r.jobs[e.a])
+	case evDemand:
+		s := r.svcs[e.a]
+		prev := s.dep.Target()
+		defer r.svcTerms(s)()
+		s.dep.Desired = s.spec.Demand[e.b].Replicas
+		if s.dep.Target() > prev {
+			r.m.demandUps++
+			r.schedule(r.now+r.opt.ReadyWithin, evCheck, e.a, s.dep.Target())
+		}
+		r.dirty = true
+	case evCheck:
+		if s := r.svcs[e.a]; len(s.replicas) >= min(e.b, s.dep.Target()) {
+			r.m.demandMet++
+		}
+	case evRelocate:
+		r.finishRelocation(e.a)
+	case evSample:
+		r.m.sample(r)
+		r.schedule(r.now+r.opt.SampleEvery, evSample, 0, 0)
+	case evPass:
+		r.passDue = false
+		r.dirty = true
+	}
+}
+
+// svcTerms takes a service's share out of the inference running totals;
+// the returned func puts it back, as it is after the caller's change.
+func (r *run) svcTerms(s *svcRun) func() {
+	r.svcTerm(s, -1)
+	return func() { r.svcTerm(s, +1) }
+}
+
+func (r *run) svcTerm(s *svcRun, sign float64) {
+	g := float64(s.spec.Shape.GPUs)
+	want := s.dep.Target()
+	r.wantGPUs += sign * float64(want) * g
+	if short := want - len(s.replicas); short > 0 {
+		r.shortGPUs += sign * float64(short) * g
+	}
+}
+
+// waiting reports whether any work is unplaced: then passes keep running.
+func (r *run) waiting() bool {
+	for i := range r.active {
+		if !r.jobs[i].started || r.jobs[i].job.State == model.JobPending {
+			return true
+		}
+	}
+	for _, s := range r.svcs {
+		if len(s.replicas) < s.dep.Target() {
+			return true
+		}
+	}
+	return false
+}
+
+// pass runs the policy once and applies its decision.
+func (r *run) pass() {
+	r.dirty = false
+	r.m.passes++
+	d := r.pol.Plan(r.view(), Epoch.Add(r.now))
+	r.apply(d)
+	r.ix.Commit() // the journal only grows in a long run otherwise
+	if !r.passDue && r.waiting() {
+		r.passDue = true
+		r.schedule(r.now+r.opt.PassEvery, evPass, 0, 0)
+	}
+}
+
+// View is what a policy sees: the State the control loop would build, and
+// an index equal to NewIndex(State.Nodes, State.Allocations, State.Config).
+type View struct {
+	State sched.State
+	Index *sched.Index
+}
+
+func (r *run) view() *View {
+	s := sched.State{Nodes: r.nodes, Allocations: r.allocs, Reservations: r.reservations,
+		RecentPreemptions: r.recentWindow(), StorageBandwidth: r.opt.StorageBandwidth, Config: r.cfg}
+	for _, k := range sortedKeys(r.relocs) {
+		s.Relocations = append(s.Relocations, r.relocs[k])
+	}
+	for _, i := range sortedKeys(r.active) {
+		s.Jobs = append(s.Jobs, r.jobs[i].job)
+	}
+	// Only services that want or hold replicas: a trace can name thousands.
+	for _, sv := range r.svcs {
+		if sv.dep.Target() > 0 || len(sv.replicas) > 0 {
+			s.Deployments = append(s.Deployments, sv.dep)
+		}
+	}
+	return &View{State: s, Index: r.ix}
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (r *run) recentWindow() []sched.PreemptionRecord {
+	cut := 0
+	for cut < len(r.recent) && Epoch.Add(r.now).Sub(r.recent[cut].At) >= time.Hour {
+		cut++
+	}
+	r.recent = r.recent[cut:]
+	return r.recent
+}
+
+func (r *run) job(id string) *jobRun {
+	if i, ok := r.byID[id]; ok {
+		return r.jobs[i]
+	}
+	return nil
+}
+
+func (r *run) addAlloc(a model.Allocation) string {
+	r.nextID++
+	a.ID = fmt.Sprintf("a%d", r.nextID)
+	a.CreatedAt = Epoch.Add(r.now)
+	if !r.ix.Assign(a) {
+		panic(fmt.Sprintf("bound GPUs %s on %s that are not free (owner %s)", a.GPUs, a.NodeID, a.OwnerID))
+	}
+	r.where[a.ID] = len(r.allocs)
+	r.allocs = append(r.allocs, a)
+	r.used += a.GPUs.Count()
+	return a.ID
+}
+
+func (r *run) dropAlloc(id string) {
+	i, ok := r.where[id]
+	if !ok {
+		return
+	}
+	r.ix.Release(r.allocs[i])
+	r.used -= r.allocs[i].GPUs.Count()
+	last := len(r.allocs) - 1
+	r.allocs[i] = r.allocs[last]
+	r.where[r.allocs[i].ID] = i
+	r.allocs = r.allocs[:last]
+	delete(r.where, id)
+}

@@ -1,0 +1,49 @@
+package sim
+
+import (
+	"container/heap"
+	"time"
+)
+
+type eventKind int
+
+const (
+	evArrive   eventKind = iota // a job is submitted
+	evFinish                    // a running job completes (if gen still matches)
+	evExit                      // a preempted job has checkpointed and exited
+	evDemand                    // a service's wanted replicas change
+	evCheck                     // 60 s after a demand increase: was it met?
+	evRelocate                  // a relocated replica is ready; drain the old one
+	evSample                    // record the time series
+	evPass                      // a periodic scheduling pass while work waits
+)
+
+type event struct {
+	at   time.Duration
+	seq  int // ties break in insertion order: runs are repeatable
+	kind eventKind
+	a, b int // job or service index, and a generation or demand index
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func (r *run) schedule(at time.Duration, kind eventKind, a, b int) {
+	r.seq++
+	heap.Push(&r.events, event{at: at, seq: r.seq, kind: kind, a: a, b: b})
+}

@@ -1,0 +1,260 @@
+package sim
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
+)
+
+// Metrics is what one policy's run reports. JSON field names are stable:
+// scripts read them (documented in docs/sim.md).
+type Metrics struct {
+	Policy   string `json:"policy"`
+	Workload string `json:"workload"`
+	GPUs     int    `json:"gpus"`
+
+	SimulatedHours  float64 `json:"simulated_hours"`
+	WallSeconds     float64 `json:"wall_seconds"`
+	Events          int     `json:"events"`
+	EventsPerSecond float64 `json:"events_per_second"`
+	// SpeedUp is simulated seconds per wall-clock second.
+	SpeedUp float64 `json:"speed_up"`
+	Passes  int     `json:"passes"`
+
+	// AllocationPct is the time-averaged share of GPUs allocated.
+	AllocationPct float64 `json:"allocation_pct"`
+	// EffectivePct discounts allocation by topology penalties: a badly
+	// placed TP job's GPUs count at 1/(1+penalty).
+	EffectivePct float64 `json:"effective_pct"`
+	// LargestPlaceable is the time average of largest_placeable.
+	LargestPlaceable LargestAvg `json:"largest_placeable_avg"`
+	FullyFreeNodes   float64    `json:"fully_free_nodes_avg"`
+	// FragmentedGPUs: free GPUs no 8-GPU node job can use (time average).
+	FragmentedGPUs float64 `json:"fragmented_gpus_avg"`
+
+	JobsSubmitted    int `json:"jobs_submitted"`
+	JobsCompleted    int `json:"jobs_completed"`
+	JobsNeverStarted int `json:"jobs_never_started"`
+	// QueueHours by size class (<8, 8-63, 64-255, ≥256 GPUs); jobs that
+	// never started count with the wait they had at the end.
+	QueueHours map[string]Percentiles `json:"queue_hours"`
+	// CompletionHours is submit to finish, for completed jobs.
+	CompletionHours Percentiles `json:"completion_hours"`
+	StretchedJobs   int         `json:"stretched_jobs"`
+
+	// CapacityWithin60sPct: demand increases fully served within the SLO.
+	CapacityWithin60sPct float64 `json:"capacity_within_60s_pct"`
+	DemandShedGPUHours   float64 `json:"demand_shed_gpu_hours"`
+	DemandShedPct        float64 `json:"demand_shed_pct"`
+
+	Preemptions int `json:"preemptions"`
+	// PreemptionsFor splits them by beneficiary: inference, training, or
+	// backfill yielding to its own reservation.
+	PreemptionsFor     map[string]int `json:"preemptions_for"`
+	PreemptionsPerHour float64 `json:"preemptions_per_hour"`
+	LostGPUHours       float64 `json:"lost_gpu_hours"`
+	// Thrash counts preemptions of jobs preempted before.
+	Thrash           int `json:"thrash"`
+	Relocations      int `json:"relocations"`
+	StarvationAlerts int `json:"starvation_alerts"`
+	Pages            int `json:"pages"`
+
+	Series []Sample `json:"series"`
+
+	// accumulators
+	last                           time.Duration
+	allocGPUh, effGPUh             float64
+	largestSum                     [3]float64
+	fullSum, fragSum               float64
+	samples                        int
+	demandUps, demandMet, events   int
+	passes, stretched, relocations int
+	shedGPUh, demandGPUh           float64
+	queue                          map[string][]float64
+	jct                            []float64
+	starved, paged                 map[string]bool
+	lost                           float64
+	preemptions, thrash            int
+}
+
+// LargestAvg is largest_placeable per topology, averaged over time.
+type LargestAvg struct {
+	Node float64 `json:"node"`
+	Pod  float64 `json:"pod"`
+	Any  float64 `json:"any"`
+}
+
+// Percentiles of a distribution, in hours.
+type Percentiles struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Mean  float64 `json:"mean"`
+}
+
+// Sample is one point of the time series.
+type Sample struct {
+	Hours          float64       `json:"hours"`
+	AllocationPct  float64       `json:"allocation_pct"`
+	Largest        sched.Largest `json:"largest_placeable"`
+	FullyFreeNodes int           `json:"fully_free_nodes"`
+	FragmentedGPUs int           `json:"fragmented_gpus"`
+	PendingJobs    int           `json:"pending_jobs"`
+}
+
+// SizeClasses are the queue-time buckets, by GPUs asked.
+var SizeClasses = []string{"<8", "8-63", "64-255", ">=256"}
+
+func sizeClass(gpus int) string {
+	switch {
+	case gpus < 8:
+		return "<8"
+	case gpus < 64:
+		return "8-63"
+	case gpus < 256:
+		return "64-255"
+	}
+	return ">=256"
+}
+
+func newMetrics(policy string, w *Workload, nodes []model.Node) *Metrics {
+	m := &Metrics{Policy: policy, Workload: w.Name, queue: map[string][]float64{}, starved: map[string]bool{}, paged: map[string]bool{},
+		PreemptionsFor: map[string]int{}}
+	for _, n := range nodes {
+		m.GPUs += n.GPUs
+	}
+	m.JobsSubmitted = len(w.Jobs)
+	return m
+}
+
+// advance integrates the run's state from the last event up to t.
+func (m *Metrics) advance(r *run, t time.Duration) {
+	dt := (t - m.last).Hours()
+	m.last = t
+	if dt <= 0 {
+		return
+	}
+	m.allocGPUh += float64(r.used) * dt
+	m.effGPUh += (float64(r.used) - r.penalty) * dt
+	m.demandGPUh += r.wantGPUs * dt
+	m.shedGPUh += r.shortGPUs * dt
+}
+
+func (m *Metrics) sample(r *run) {
+	s := r.ix.Summary(false)
+	pending := 0
+	for i := range r.active {
+		if r.jobs[i].job.State == model.JobPending {
+			pending++
+		}
+	}
+	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * float64(r.used) / float64(max(m.GPUs, 1)), Largest: s.LargestPlaceable,
+		FullyFreeNodes: s.FreeNodesFull, FragmentedGPUs: s.FragmentedGPUs, PendingJobs: pending}
+	m.Series = append(m.Series, p)
+	m.samples++
+	m.largestSum[0] += float64(p.Largest.Node)
+	m.largestSum[1] += float64(p.Largest.Pod)
+	m.largestSum[2] += float64(p.Largest.Any)
+	m.fullSum += float64(p.FullyFreeNodes)
+	m.fragSum += float64(p.FragmentedGPUs)
+}
+
+func (m *Metrics) queued(j *jobRun, wait time.Duration) {
+	c := sizeClass(j.spec.Shape.GPUs)
+	m.queue[c] = append(m.queue[c], wait.Hours())
+}
+
+func (m *Metrics) completed(j *jobRun, jct time.Duration) { m.jct = append(m.jct, jct.Hours()) }
+
+func (m *Metrics) preempted(j *jobRun, p sched.Preemption, overhead time.Duration, forInference bool) {
+	m.preemptions++
+	switch {
+	case p.Backfill:
+		m.PreemptionsFor["backfill"]++
+	case forInference:
+		m.PreemptionsFor["inference"]++
+	default:
+		m.PreemptionsFor["training"]++
+	}
+	if j.preempts > 0 {
+		m.thrash++
+	}
+	m.lost += float64(p.GPUs) * overhead.Hours()
+}
+
+func (m *Metrics) alert(a sched.Alert) {
+	switch {
+	case a.Kind == "starvation" && a.Subject != "":
+		m.starved[a.Subject] = true
+	case a.Severity == sched.SeverityPage:
+		m.paged[a.ID] = true
+	}
+}
+
+// finish turns the accumulators into the report's figures.
+func (m *Metrics) finish(r *run, wall time.Duration) {
+	hours := r.now.Hours()
+	m.SimulatedHours = hours
+	m.WallSeconds = wall.Seconds()
+	m.Events, m.Passes, m.StretchedJobs, m.Relocations = m.events, m.passes, m.stretched, m.relocations
+	if wall > 0 {
+		m.EventsPerSecond = float64(m.events) / wall.Seconds()
+		m.SpeedUp = r.now.Seconds() / wall.Seconds()
+	}
+	if capacity := float64(m.GPUs) * hours; capacity > 0 {
+		m.AllocationPct = 100 * m.allocGPUh / capacity
+		m.EffectivePct = 100 * m.effGPUh / capacity
+	}
+	if m.samples > 0 {
+		n := float64(m.samples)
+		m.LargestPlaceable = LargestAvg{m.largestSum[0] / n, m.largestSum[1] / n, m.largestSum[2] / n}
+		m.FullyFreeNodes, m.FragmentedGPUs = m.fullSum/n, m.fragSum/n
+	}
+	for i, j := range r.jobs {
+		if r.active[i] && !j.started && j.spec.Submit <= r.now {
+			m.JobsNeverStarted++
+			m.queued(j, r.now-j.spec.Submit)
+		}
+	}
+	m.QueueHours = map[string]Percentiles{}
+	for _, c := range SizeClasses {
+		m.QueueHours[c] = percentiles(m.queue[c])
+	}
+	m.JobsCompleted = len(m.jct)
+	m.CompletionHours = percentiles(m.jct)
+	if m.demandUps > 0 {
+		m.CapacityWithin60sPct = 100 * float64(m.demandMet) / float64(m.demandUps)
+	} else {
+		m.CapacityWithin60sPct = 100
+	}
+	m.DemandShedGPUHours = round1(m.shedGPUh)
+	if m.demandGPUh > 0 {
+		m.DemandShedPct = 100 * m.shedGPUh / m.demandGPUh
+	}
+	m.Preemptions, m.Thrash, m.LostGPUHours = m.preemptions, m.thrash, round1(m.lost)
+	if hours > 0 {
+		m.PreemptionsPerHour = float64(m.preemptions) / hours
+	}
+	m.StarvationAlerts, m.Pages = len(m.starved), len(m.paged)
+}
+
+func percentiles(xs []float64) Percentiles {
+	if len(xs) == 0 {
+		return Percentiles{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	at := func(q float64) float64 { return round2(s[min(len(s)-1, int(math.Ceil(q*float64(len(s))))-1)]) }
+	sum := 0.0
+	for _, x := range s {
+		sum += x
+	}
+	return Percentiles{Count: len(s), P50: at(0.5), P90: at(0.9), P99: at(0.99), Mean: round2(sum / float64(len(s)))}
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+func round2(x float64) float64 { return math.Round(x*100) / 100 }

@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// Workload is a fleet and what is asked of it over time. Times are offsets
+// from the start of the simulation.
+type Workload struct {
+	Name     string
+	Nodes    []model.Node
+	Jobs     []JobSpec // sorted by Submit
+	Services []ServiceSpec
+	// Notes are assumptions the report must state (for example how a
+	// trace's fields were mapped).
+	Notes []string
+	// Horizon ends the simulation; zero means when the last event is done.
+	Horizon time.Duration
+}
+
+// JobSpec is one training job (or notebook) as submitted.
+type JobSpec struct {
+	ID     string
+	Submit time.Duration
+	// Work is how long the job runs on a well-placed set of GPUs.
+	Work        time.Duration
+	Shape       model.Shape
+	Team        string
+	Priority    int
+	Preemptible bool
+	// CheckpointBytes is the job's full training state (R3).
+	CheckpointBytes int64
+	// MaxRuntime is what the job declares (for backfill); zero if none.
+	MaxRuntime time.Duration
+}
+
+// ServiceSpec is an inference deployment whose wanted replica count
+// follows Demand.
+type ServiceSpec struct {
+	ID       string
+	Shape    model.Shape
+	Min, Max int
+	Priority int
+	Demand   []DemandPoint // sorted by At
+}
+
+// DemandPoint sets a service's wanted replicas from At on.
+type DemandPoint struct {
+	At       time.Duration
+	Replicas int
+}
+
+// gpuHours sums what the workload asks for (work, not wall time).
+func (w *Workload) gpuHours() (training, inference float64) {
+	for _, j := range w.Jobs {
+		training += float64(j.Shape.GPUs) * j.Work.Hours()
+	}
+	end := w.Horizon
+	for _, s := range w.Services {
+		for i, d := range s.Demand {
+			until := end
+			if i+1 < len(s.Demand) {
+				until = s.Demand[i+1].At
+			}
+			if until > d.At {
+				inference += float64(d.Replicas*s.Shape.GPUs) * (until - d.At).Hours()
+			}
+		}
+	}
+	return training, inference
+}
