@@ -137,7 +137,7 @@ type planner struct {
 	throttled    map[string]*throttle
 	// Per-pass caches. Within the training phase free GPUs only shrink and
 	// later jobs rank lower (fewer victims), so a failure stays a failure.
-	noRoom map[shapeID]bool
+	noRoom map[shapeID]int // the preempting power at which no room was found
 	noFit  map[shapeID]noFit
 	noHold map[shapeID]int // index change count at which holding found nothing
 	late   []lateJob       // jobs waiting past StarvationAfter
@@ -166,7 +166,7 @@ func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	cfg := s.Config.withDefaults()
 	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
 		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
-		throttled: map[string]*throttle{}, noRoom: map[shapeID]bool{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{}}
+		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{}}
 	p.prepare()
 	return p
 }

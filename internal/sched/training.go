@@ -115,7 +115,9 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 	if !preempting && !own && !hadRes {
 		return nil, ""
 	}
-	if p.noRoom[key] && !hadRes && !own {
+	// Later jobs rank lower, so with no more power than one that found no
+	// room they find none either.
+	if failed, ok := p.noRoom[key]; ok && p.power(qj) <= failed && !hadRes && !own {
 		return nil, ""
 	}
 	eligible := func(v *victim) bool {
@@ -127,7 +129,7 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 	r := p.makeRoom(req, eligible, prev.At)
 	if r == nil {
 		if !hadRes && !own {
-			p.noRoom[key] = true
+			p.noRoom[key] = max(p.noRoom[key], p.power(qj))
 		}
 		return nil, ""
 	}
