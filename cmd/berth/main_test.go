@@ -66,3 +66,63 @@ func TestDevRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestSimRunJSON(t *testing.T) {
+	out, err := run(t, "sim", "run", "--days", "1", "--policy", "best-fit,berth", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Workload string `json:"workload"`
+		GPUs     int    `json:"gpus"`
+		Policies []struct {
+			Policy        string  `json:"policy"`
+			AllocationPct float64 `json:"allocation_pct"`
+			Largest       struct {
+				Node float64 `json:"node"`
+			} `json:"largest_placeable_avg"`
+			QueueHours map[string]struct {
+				Count int `json:"count"`
+			} `json:"queue_hours"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON (progress output must stay off pipes): %v\n%.300s", err, out)
+	}
+	if rep.Workload != "seed" || rep.GPUs != 1024 || len(rep.Policies) != 2 || rep.Policies[1].Policy != "berth" {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, p := range rep.Policies {
+		if p.AllocationPct <= 0 || p.Largest.Node <= 0 || p.QueueHours["<8"].Count == 0 {
+			t.Errorf("%s: %+v", p.Policy, p)
+		}
+	}
+}
+
+func TestSimErrorsNameTheFlag(t *testing.T) {
+	for args, want := range map[string]string{
+		"sim run --workload openb":           "--pods",
+		"sim run --workload csv":             "--pods",
+		"sim run --workload trace":           "seed, openb, csv",
+		"sim run --policy best-fit,fastest":  "--policy",
+		"sim run --format xml":               "--format",
+		"sim run --config /nonexistent.yaml": "nonexistent",
+		"sim f8 --nodes 0":                   "--nodes",
+	} {
+		_, err := run(t, strings.Fields(args)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v does not mention %s", args, err, want)
+		}
+	}
+}
+
+func TestSimF8AndConfig(t *testing.T) {
+	out, err := run(t, "sim", "f8", "--trials", "20")
+	if err != nil || !strings.Contains(out, "0.50") || !strings.Contains(out, "berth") {
+		t.Fatalf("f8: %v\n%s", err, out)
+	}
+	cfg, err := run(t, "sim", "config")
+	if err != nil || !strings.Contains(cfg, "training_share") {
+		t.Fatalf("config: %v", err)
+	}
+}

@@ -172,6 +172,7 @@ func newPlanner(s *State, ix *Index, now time.Time) *planner {
 }
 
 func (p *planner) prepare() {
+	p.backfilled = map[string]bool{}
 	for i := range p.s.Jobs {
 		// Pending jobs are reached through the queue; the map serves
 		// lookups from allocations, which only running jobs have.
@@ -197,16 +198,24 @@ func (p *planner) prepare() {
 		if j := p.jobs[a.OwnerID]; j != nil {
 			p.quota.add(j, a.GPUs.Count(), a.Borrowed || a.OwnerKind == model.OwnerBackfill)
 		}
-	}
-	p.budget = p.newBudget()
-	p.cands = p.victims()
-	p.reclaim = p.reclaimable()
-	p.backfilled = map[string]bool{}
-	for _, v := range p.cands {
-		if v.tier == tierBackfill {
-			p.backfilled[v.backfillFor] = true
+		if a.OwnerKind == model.OwnerBackfill && a.Reservation != "" {
+			p.backfilled[a.Reservation] = true
 		}
 	}
+	p.budget = p.newBudget()
+}
+
+// candidates are the preemption candidates in order, built on first use:
+// a pass that places everything never needs them.
+func (p *planner) candidates() []*victim {
+	if p.cands == nil {
+		p.cands = p.victims()
+		if p.cands == nil {
+			p.cands = []*victim{}
+		}
+		p.reclaim = p.reclaimable()
+	}
+	return p.cands
 }
 
 // shapeID identifies requests that place identically.

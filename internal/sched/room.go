@@ -146,7 +146,7 @@ func (p *planner) unitCands(req *model.Request, eligible func(*victim) bool) []u
 			}
 		}
 	}
-	for _, v := range p.cands {
+	for _, v := range p.candidates() {
 		if v.taken || !eligible(v) {
 			continue
 		}
@@ -264,6 +264,7 @@ func (p *planner) roomImpossible(req *model.Request) bool {
 	if req.Topology == model.TopologyNode {
 		return false
 	}
+	p.candidates()
 	k := req.GPUs
 	for _, r := range p.cfg.Pools.routes(req) {
 		for _, g := range p.ix.groupsFor(r, req, p.cfg.Pools.Swap) {

@@ -82,6 +82,10 @@ func (ix *Index) Largest() Largest {
 	return l
 }
 
+// Totals are the headline counts without the per-pod map: free GPUs, fully
+// free nodes, and free GPUs no FragTarget-GPU node request can use.
+func (ix *Index) Totals() (free, fullNodes, fragmented int) { return ix.free, ix.wholeFree, ix.frag }
+
 // Summary is the full topology view. The per-node map costs a walk over
 // nodes, so it is only built when asked for.
 func (ix *Index) Summary(withNodes bool) TopologySummary {

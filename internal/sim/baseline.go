@@ -30,6 +30,9 @@ type baseline struct {
 	topoAware bool // best-fit and static-split respect `node` and `pod`
 	split     bool // static-split: training gets the first half of nodes
 	rng       *rand.Rand
+	// pos maps node ids to positions; the fleet does not change between
+	// passes, so it is built once.
+	pos map[string]int
 }
 
 func newBaseline(name string, rule pickRule, topoAware, split bool, seed uint64) *baseline {
@@ -38,7 +41,7 @@ func newBaseline(name string, rule pickRule, topoAware, split bool, seed uint64)
 
 func (b *baseline) Name() string { return b.name }
 
-func (b *baseline) Prepare(w *Workload) ([]model.Node, sched.Config) {
+func (b *baseline) Prepare(w *Workload) ([]model.Node, sched.Config, string) {
 	nodes := append([]model.Node(nil), w.Nodes...)
 	if b.split {
 		for i := range nodes {
@@ -48,7 +51,7 @@ func (b *baseline) Prepare(w *Workload) ([]model.Node, sched.Config) {
 			}
 		}
 	}
-	return nodes, sched.Config{}
+	return nodes, sched.Config{}, ""
 }
 
 // freeNode is a baseline's view of one node.
@@ -60,15 +63,20 @@ type freeNode struct {
 
 func (b *baseline) Plan(v *View, now time.Time) sched.Decision {
 	s := &v.State
-	nodes := make([]freeNode, 0, len(s.Nodes))
-	pos := map[string]int{}
+	if b.pos == nil {
+		b.pos = make(map[string]int, len(s.Nodes))
+		for i := range s.Nodes {
+			b.pos[s.Nodes[i].ID] = i
+		}
+	}
+	pos := b.pos
+	nodes := make([]freeNode, len(s.Nodes))
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
+		nodes[i] = freeNode{n: n, free: model.FullMask(n.GPUs) &^ n.QuarantinedGPUs, cpu: n.CPUMilli, mem: n.MemoryMiB}
 		if !n.Schedulable() {
-			continue
+			nodes[i].free = 0
 		}
-		pos[n.ID] = len(nodes)
-		nodes = append(nodes, freeNode{n: n, free: model.FullMask(n.GPUs) &^ n.QuarantinedGPUs, cpu: n.CPUMilli, mem: n.MemoryMiB})
 	}
 	running := map[string]bool{}
 	replicas := map[string]map[int][]string{}
@@ -158,19 +166,23 @@ func (b *baseline) place(nodes []freeNode, req *model.Request, side string) []sc
 		c, m := per(n)
 		return nodes[i].free.Count() >= n && nodes[i].cpu >= c && nodes[i].mem >= m
 	}
-	b.order(nodes, cands, k)
 	var plan []struct{ node, n int }
 	switch {
 	case b.topoAware && req.Topology == model.TopologyNode:
+		// Best fit: the least free node that still fits, first on ties.
+		best := -1
 		for _, i := range cands {
-			if fits(i, k) {
-				plan = append(plan, struct{ node, n int }{i, k})
-				break
+			if fits(i, k) && (best < 0 || nodes[i].free.Count() < nodes[best].free.Count()) {
+				best = i
 			}
+		}
+		if best >= 0 {
+			plan = append(plan, struct{ node, n int }{best, k})
 		}
 	case b.topoAware && req.Topology == model.TopologyPod:
 		plan = b.packPod(nodes, cands, k, fits)
 	default:
+		b.order(nodes, cands, k)
 		plan = greedy(nodes, cands, k, fits)
 	}
 	if plan == nil {

@@ -88,9 +88,6 @@ func LoadCSV(path string, nodes []model.Node) (*Workload, error) {
 		default:
 			return nil, t.fail(i, "kind", "%q is not one of training, inference", kind)
 		}
-		if end := submit + dur; end > w.Horizon {
-			w.Horizon = end
-		}
 	}
 	sortJobs(w.Jobs)
 	return w, nil

@@ -85,6 +85,7 @@ type run struct {
 	relocs       map[int]sched.Relocation // in flight, by start order
 	relocSeq     int
 	svcByID      map[string]int
+	alive        map[int]bool // services that want or hold replicas
 	recent       []sched.PreemptionRecord
 	passDue      bool // a periodic pass is scheduled
 	dirty        bool
@@ -119,11 +120,12 @@ type svcRun struct {
 
 func newRun(w *Workload, pol Policy, opt Options) *run {
 	opt = opt.withDefaults()
-	nodes, cfg := pol.Prepare(w)
+	nodes, cfg, note := pol.Prepare(w)
 	r := &run{w: w, pol: pol, opt: opt, cfg: cfg, nodes: nodes, where: map[string]int{}, active: map[int]bool{}, byID: map[string]int{},
-		relocs: map[int]sched.Relocation{}, svcByID: map[string]int{}}
+		relocs: map[int]sched.Relocation{}, svcByID: map[string]int{}, alive: map[int]bool{}}
 	r.ix = sched.NewIndex(r.nodes, nil, cfg)
 	r.m = newMetrics(pol.Name(), w, r.nodes)
+	r.m.Note = note
 	for i := range w.Jobs {
 		s := &w.Jobs[i]
 		j := model.Job{ID: s.ID, Team: s.Team, Shape: s.Shape, Priority: s.Priority, Preemptible: s.Preemptible,
@@ -250,6 +252,13 @@ func (r *run) svcTerms(s *svcRun) func() {
 }
 
 func (r *run) svcTerm(s *svcRun, sign float64) {
+	if i := r.svcByID[s.spec.ID]; sign > 0 {
+		if s.dep.Target() > 0 || len(s.replicas) > 0 {
+			r.alive[i] = true
+		} else {
+			delete(r.alive, i)
+		}
+	}
 	g := float64(s.spec.Shape.GPUs)
 	want := s.dep.Target()
 	r.wantGPUs += sign * float64(want) * g
@@ -265,12 +274,7 @@ func (r *run) waiting() bool {
 			return true
 		}
 	}
-	for _, s := range r.svcs {
-		if len(s.replicas) < s.dep.Target() {
-			return true
-		}
-	}
-	return false
+	return r.shortGPUs > 0.5
 }
 
 // pass runs the policy once and applies its decision.
@@ -303,10 +307,8 @@ func (r *run) view() *View {
 		s.Jobs = append(s.Jobs, r.jobs[i].job)
 	}
 	// Only services that want or hold replicas: a trace can name thousands.
-	for _, sv := range r.svcs {
-		if sv.dep.Target() > 0 || len(sv.replicas) > 0 {
-			s.Deployments = append(s.Deployments, sv.dep)
-		}
+	for _, i := range sortedKeys(r.alive) {
+		s.Deployments = append(s.Deployments, r.svcs[i].dep)
 	}
 	return &View{State: s, Index: r.ix}
 }

@@ -15,6 +15,8 @@ type Metrics struct {
 	Policy   string `json:"policy"`
 	Workload string `json:"workload"`
 	GPUs     int    `json:"gpus"`
+	// Note says how the policy departed from its usual setup, if it did.
+	Note string `json:"note,omitempty"`
 
 	SimulatedHours  float64 `json:"simulated_hours"`
 	WallSeconds     float64 `json:"wall_seconds"`
@@ -54,8 +56,8 @@ type Metrics struct {
 	// PreemptionsFor splits them by beneficiary: inference, training, or
 	// backfill yielding to its own reservation.
 	PreemptionsFor     map[string]int `json:"preemptions_for"`
-	PreemptionsPerHour float64 `json:"preemptions_per_hour"`
-	LostGPUHours       float64 `json:"lost_gpu_hours"`
+	PreemptionsPerHour float64        `json:"preemptions_per_hour"`
+	LostGPUHours       float64        `json:"lost_gpu_hours"`
 	// Thrash counts preemptions of jobs preempted before.
 	Thrash           int `json:"thrash"`
 	Relocations      int `json:"relocations"`
@@ -145,15 +147,16 @@ func (m *Metrics) advance(r *run, t time.Duration) {
 }
 
 func (m *Metrics) sample(r *run) {
-	s := r.ix.Summary(false)
+	_, full, frag := r.ix.Totals()
+	largest := r.ix.Largest()
 	pending := 0
 	for i := range r.active {
 		if r.jobs[i].job.State == model.JobPending {
 			pending++
 		}
 	}
-	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * float64(r.used) / float64(max(m.GPUs, 1)), Largest: s.LargestPlaceable,
-		FullyFreeNodes: s.FreeNodesFull, FragmentedGPUs: s.FragmentedGPUs, PendingJobs: pending}
+	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * float64(r.used) / float64(max(m.GPUs, 1)), Largest: largest,
+		FullyFreeNodes: full, FragmentedGPUs: frag, PendingJobs: pending}
 	m.Series = append(m.Series, p)
 	m.samples++
 	m.largestSum[0] += float64(p.Largest.Node)

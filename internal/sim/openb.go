@@ -129,9 +129,6 @@ func LoadOpenB(podsPath, nodesPath string) (*Workload, error) {
 			shape.Models = strings.Split(spec, "|")
 		}
 		sec := func(s int64) time.Duration { return time.Duration(s) * time.Second }
-		if h := sec(deleted); h > w.Horizon {
-			w.Horizon = h
-		}
 		switch qos := t.get(i, "qos"); qos {
 		case "LS":
 			w.Services = append(w.Services, ServiceSpec{ID: t.get(i, "name"), Shape: shape, Min: 0, Max: 1, Priority: 1000,

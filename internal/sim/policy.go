@@ -15,7 +15,9 @@ import (
 // (berth labels shape pools; static-split halves it).
 type Policy interface {
 	Name() string
-	Prepare(w *Workload) ([]model.Node, sched.Config)
+	// Prepare returns the nodes as the policy runs them, its core config,
+	// and a note for the report when it departs from its usual setup.
+	Prepare(w *Workload) ([]model.Node, sched.Config, string)
 	Plan(v *View, now time.Time) sched.Decision
 }
 
@@ -46,19 +48,31 @@ type berthPolicy struct{}
 
 func (berthPolicy) Name() string { return "berth" }
 
-func (berthPolicy) Plan(v *View, now time.Time) sched.Decision { return sched.PlanOn(v.Index, v.State, now) }
+func (berthPolicy) Plan(v *View, now time.Time) sched.Decision {
+	return sched.PlanOn(v.Index, v.State, now)
+}
 
 // Prepare labels the shape pools (R1): an inference pool for the peak of
 // replicas of 4+ GPUs, a small pool for the concurrent demand of ≤4-GPU
 // work with half again as headroom, R4's swap pool, the rest training.
-func (berthPolicy) Prepare(w *Workload) ([]model.Node, sched.Config) {
-	cfg := sched.Config{Pools: sched.DefaultPools()}
+func (berthPolicy) Prepare(w *Workload) ([]model.Node, sched.Config, string) {
 	nodes := append([]model.Node(nil), w.Nodes...)
 	if len(nodes) == 0 {
-		return nodes, cfg
+		return nodes, sched.Config{}, ""
+	}
+	for _, n := range nodes {
+		if n.Model != nodes[0].Model || n.GPUs != nodes[0].GPUs {
+			// Pools sized by count cannot follow GPU models; an operator
+			// would size one set per model. Left to them.
+			return nodes, sched.Config{}, "berth ran without shape pools: the fleet mixes GPU models or node sizes, and pools are sized per model by an operator"
+		}
+	}
+	cfg := sched.Config{Pools: sched.DefaultPools()}
+	if len(nodes) < minSwapFleet {
+		cfg.Pools.Swap = "" // one node of a handful is too dear a hole
 	}
 	big, small := peakInference(w, cfg.Pools.InferenceMinGPUs)
-	horizon := w.Horizon.Hours()
+	horizon := w.span().Hours()
 	if horizon > 0 {
 		for _, j := range w.Jobs {
 			if j.Shape.GPUs <= cfg.Pools.SmallMaxGPUs {
@@ -74,8 +88,12 @@ func (berthPolicy) Prepare(w *Workload) ([]model.Node, sched.Config) {
 	for i := range nodes {
 		nodes[i].Pool = labels[nodes[i].ID]
 	}
-	return nodes, cfg
+	return nodes, cfg, ""
 }
+
+// minSwapFleet is the smallest fleet given a swap pool (R4 sizes it at 1%
+// of nodes, at least one: for 128 nodes, one or two).
+const minSwapFleet = 32
 
 // peakInference is the most GPUs the services want at once: of replicas
 // with at least minGPUs, and (as a mean over the run) of smaller ones.
@@ -95,12 +113,12 @@ func peakInference(w *Workload, minGPUs int) (big, smallMean float64) {
 				prev = r
 				continue
 			}
-			until := w.Horizon
+			until := w.span()
 			if i+1 < len(s.Demand) {
 				until = s.Demand[i+1].At
 			}
-			if w.Horizon > 0 {
-				smallMean += r * g * (until - d.At).Hours() / w.Horizon.Hours()
+			if span := w.span(); span > 0 {
+				smallMean += r * g * (until - d.At).Hours() / span.Hours()
 			}
 		}
 	}

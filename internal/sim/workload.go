@@ -16,8 +16,27 @@ type Workload struct {
 	// Notes are assumptions the report must state (for example how a
 	// trace's fields were mapped).
 	Notes []string
-	// Horizon ends the simulation; zero means when the last event is done.
+	// Horizon ends the simulation; zero (traces) runs until every job is
+	// done and every service gone.
 	Horizon time.Duration
+}
+
+// span is how long the workload asks for: the horizon, or for a trace the
+// last submit + work or demand change.
+func (w *Workload) span() time.Duration {
+	if w.Horizon > 0 {
+		return w.Horizon
+	}
+	var end time.Duration
+	for _, j := range w.Jobs {
+		end = max(end, j.Submit+j.Work)
+	}
+	for _, s := range w.Services {
+		for _, d := range s.Demand {
+			end = max(end, d.At)
+		}
+	}
+	return end
 }
 
 // JobSpec is one training job (or notebook) as submitted.
@@ -57,7 +76,7 @@ func (w *Workload) gpuHours() (training, inference float64) {
 	for _, j := range w.Jobs {
 		training += float64(j.Shape.GPUs) * j.Work.Hours()
 	}
-	end := w.Horizon
+	end := w.span()
 	for _, s := range w.Services {
 		for i, d := range s.Demand {
 			until := end
@@ -70,4 +89,17 @@ func (w *Workload) gpuHours() (training, inference float64) {
 		}
 	}
 	return training, inference
+}
+
+// Node is the fleet's node type, for callers that build fleets.
+type Node = model.Node
+
+// Trim ends the workload after days (0 keeps it whole).
+func (w *Workload) Trim(days float64) {
+	if days <= 0 {
+		return
+	}
+	if h := time.Duration(days * 24 * float64(time.Hour)); w.Horizon == 0 || h < w.Horizon {
+		w.Horizon = h
+	}
 }

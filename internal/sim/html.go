@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"image/color"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// WriteHTML writes index.html and its PNG plots into dir: allocation and
+// largest_placeable over time, queue-time CDFs by size class, and bars
+// comparing the policies.
+func (r *Report) WriteHTML(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var figs []figure
+	add := func(name, title string, p *plot.Plot, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := p.Save(9*vg.Inch, 4*vg.Inch, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+		figs = append(figs, figure{name, title})
+		return nil
+	}
+	series := []struct {
+		file, title, y string
+		get            func(s Sample) float64
+	}{
+		{"allocation.png", "GPU allocation over time", "allocated %", func(s Sample) float64 { return s.AllocationPct }},
+		{"largest_node.png", "largest_placeable (node) over time", "GPUs", func(s Sample) float64 { return float64(s.Largest.Node) }},
+		{"largest_pod.png", "largest_placeable (pod) over time", "GPUs", func(s Sample) float64 { return float64(s.Largest.Pod) }},
+		{"largest_any.png", "largest_placeable (any) over time", "GPUs", func(s Sample) float64 { return float64(s.Largest.Any) }},
+		{"fragmented.png", "free GPUs no 8-GPU node job can use", "GPUs", func(s Sample) float64 { return float64(s.FragmentedGPUs) }},
+	}
+	for _, s := range series {
+		p, err := r.timePlot(s.title, s.y, s.get)
+		if err := add(s.file, s.title, p, err); err != nil {
+			return err
+		}
+	}
+	for i, c := range SizeClasses {
+		p, err := r.queueCDF(c)
+		if err := add(fmt.Sprintf("queue_cdf_%d.png", i), "queue time CDF, "+c+" GPUs", p, err); err != nil {
+			return err
+		}
+	}
+	p, err := r.bars()
+	if err := add("comparison.png", "policies compared", p, err); err != nil {
+		return err
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "index.html"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return page.Execute(f, struct {
+		R     *Report
+		Table string
+		Figs  []figure
+	}{r, table.String(), figs})
+}
+
+type figure struct{ File, Title string }
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100": func(x float64) float64 { return 100 * x }}).Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>berth sim: {{.R.Workload}}</title>
+<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}pre{background:#f6f6f6;padding:1em;overflow-x:auto}img{max-width:100%}</style>
+</head><body>
+<h1>berth sim: {{.R.Workload}} workload</h1>
+<p>{{.R.Nodes}} nodes, {{.R.GPUs}} GPUs, {{printf "%.0f" .R.Hours}} simulated hours, seed {{.R.Seed}}. Topology penalty for tensor-parallel jobs spread over nodes: +{{printf "%.0f" (mul100 .R.Penalty)}}% step time.</p>
+{{range .R.Notes}}<p><em>Note:</em> {{.}}</p>{{end}}
+<pre>{{.Table}}</pre>
+{{range .Figs}}<h2>{{.Title}}</h2><img src="{{.File}}" alt="{{.Title}}">{{end}}
+</body></html>
+`))
+
+func (r *Report) timePlot(title, ylabel string, get func(Sample) float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, "simulated hours", ylabel
+	for i, m := range r.Policies {
+		pts := make(plotter.XYs, len(m.Series))
+		for k, s := range m.Series {
+			pts[k].X, pts[k].Y = s.Hours, get(s)
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		p.Add(l)
+		p.Legend.Add(m.Policy, l)
+	}
+	p.Legend.Top = true
+	return p, nil
+}
+
+func (r *Report) queueCDF(class string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = "queue time, "+class+" GPUs", "hours waited", "fraction of jobs"
+	for i, m := range r.Policies {
+		xs := append([]float64(nil), m.queue[class]...)
+		if len(xs) == 0 {
+			continue
+		}
+		sort.Float64s(xs)
+		pts := make(plotter.XYs, len(xs))
+		for k, x := range xs {
+			pts[k].X, pts[k].Y = x, float64(k+1)/float64(len(xs))
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		p.Add(l)
+		p.Legend.Add(m.Policy, l)
+	}
+	p.Legend.Top, p.Legend.Left = false, false
+	return p, nil
+}
+
+func (r *Report) bars() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.Y.Label.Text = "allocation, effective throughput and inference SLO (%)", "%"
+	metrics := []struct {
+		name string
+		get  func(m *Metrics) float64
+	}{
+		{"allocation", func(m *Metrics) float64 { return m.AllocationPct }},
+		{"effective", func(m *Metrics) float64 { return m.EffectivePct }},
+		{"capacity within 60s", func(m *Metrics) float64 { return m.CapacityWithin60sPct }},
+	}
+	w := vg.Points(12)
+	names := make([]string, len(r.Policies))
+	for i, m := range r.Policies {
+		names[i] = m.Policy
+	}
+	for k, mt := range metrics {
+		vals := make(plotter.Values, len(r.Policies))
+		for i, m := range r.Policies {
+			vals[i] = mt.get(m)
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return nil, err
+		}
+		b.Color = plotutil.Color(k)
+		b.LineStyle.Color = color.Black
+		b.Offset = w * vg.Length(k-1)
+		p.Add(b)
+		p.Legend.Add(mt.name, b)
+	}
+	p.NominalX(names...)
+	p.Legend.Top = true
+	return p, nil
+}

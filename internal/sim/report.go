@@ -1,0 +1,107 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is a run's result across policies; its JSON form is the stable
+// contract documented in docs/sim.md.
+type Report struct {
+	Workload string     `json:"workload"`
+	Seed     uint64     `json:"seed"`
+	Nodes    int        `json:"nodes"`
+	GPUs     int        `json:"gpus"`
+	Hours    float64    `json:"simulated_hours"`
+	Jobs     int        `json:"jobs"`
+	Services int        `json:"services"`
+	Penalty  float64    `json:"topology_penalty"`
+	Notes    []string   `json:"notes"`
+	Policies []*Metrics `json:"policies"`
+}
+
+// NewReport runs every policy over the workload.
+func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
+	opt = opt.withDefaults()
+	rep := &Report{Workload: w.Name, Seed: opt.Seed, Nodes: len(w.Nodes), Jobs: len(w.Jobs), Services: len(w.Services),
+		Penalty: opt.Penalty, Notes: w.Notes}
+	for _, n := range w.Nodes {
+		rep.GPUs += n.GPUs
+	}
+	for _, name := range policies {
+		p, err := NewPolicy(name, opt.Seed)
+		if err != nil {
+			return nil, err
+		}
+		m, err := Run(w, p, opt)
+		if err != nil {
+			return nil, err
+		}
+		rep.Policies = append(rep.Policies, m)
+		rep.Hours = max(rep.Hours, m.SimulatedHours)
+	}
+	return rep, nil
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the summary a person reads in a terminal.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "workload %s: %d nodes, %d GPUs, %.0f simulated hours, %d jobs, %d services, seed %d\n",
+		r.Workload, r.Nodes, r.GPUs, r.Hours, r.Jobs, r.Services, r.Seed)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, m := range r.Policies {
+		if m.Note != "" {
+			fmt.Fprintf(w, "note (%s): %s\n", m.Policy, m.Note)
+		}
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	row := func(label string, f func(m *Metrics) string) {
+		cells := []string{label}
+		for _, m := range r.Policies {
+			cells = append(cells, f(m))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	row("", func(m *Metrics) string { return m.Policy })
+	row("GPU allocation %", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.AllocationPct) })
+	row("effective (after topology) %", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.EffectivePct) })
+	row("largest_placeable node (avg)", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.LargestPlaceable.Node) })
+	row("largest_placeable pod (avg)", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.LargestPlaceable.Pod) })
+	row("largest_placeable any (avg)", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.LargestPlaceable.Any) })
+	row("fully free nodes (avg)", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.FullyFreeNodes) })
+	row("fragmented free GPUs (avg)", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.FragmentedGPUs) })
+	for _, c := range SizeClasses {
+		row("queue h p50/p90/p99 "+c+" GPUs", func(m *Metrics) string {
+			q := m.QueueHours[c]
+			if q.Count == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f/%.2f/%.2f", q.P50, q.P90, q.P99)
+		})
+	}
+	row("jobs done / never started", func(m *Metrics) string { return fmt.Sprintf("%d / %d", m.JobsCompleted, m.JobsNeverStarted) })
+	row("completion h p50/p90", func(m *Metrics) string { return fmt.Sprintf("%.1f/%.1f", m.CompletionHours.P50, m.CompletionHours.P90) })
+	row("TP jobs stretched by topology", func(m *Metrics) string { return fmt.Sprint(m.StretchedJobs) })
+	row("inference capacity within 60s %", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.CapacityWithin60sPct) })
+	row("inference demand shed %", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.DemandShedPct) })
+	row("preemptions per hour", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.PreemptionsPerHour) })
+	row("GPU-hours of progress lost", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.LostGPUHours) })
+	row("thrash (repeat preemptions)", func(m *Metrics) string { return fmt.Sprint(m.Thrash) })
+	row("relocations", func(m *Metrics) string { return fmt.Sprint(m.Relocations) })
+	row("starvation alerts / pages", func(m *Metrics) string { return fmt.Sprintf("%d / %d", m.StarvationAlerts, m.Pages) })
+	row("events/s", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.EventsPerSecond) })
+	row("simulated s per wall s", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.SpeedUp) })
+	return tw.Flush()
+}
