@@ -17,8 +17,12 @@ type Options struct {
 	// a topology-blind policy spreads over several nodes: +52% step time
 	// (§2, §6: 8 badly placed GPUs deliver ~5.3 GPUs of work). Default 0.52.
 	Penalty float64
-	// PassEvery is how often a scheduling pass runs while work waits
-	// (besides after every event). Default 5m.
+	// Tick batches changes: a pass runs at the first tick boundary after
+	// something changed, over everything that changed by then (a control
+	// loop does the same with its watch). Default 10s.
+	Tick time.Duration
+	// PassEvery is how often a pass runs while work waits and nothing
+	// changes (aging, deadlines). Default 5m.
 	PassEvery time.Duration
 	// SampleEvery is the time series' resolution. Default 10m.
 	SampleEvery time.Duration
@@ -37,6 +41,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Penalty == 0 {
 		o.Penalty = 0.52
+	}
+	if o.Tick == 0 {
+		o.Tick = 10 * time.Second
 	}
 	if o.PassEvery == 0 {
 		o.PassEvery = 5 * time.Minute
@@ -79,6 +86,9 @@ type run struct {
 	jobs   []*jobRun
 	byID   map[string]int
 	active map[int]bool // jobs submitted and not yet done
+	// order holds active job indices in arrival order (arrivals come in
+	// index order); finished ones are dropped lazily.
+	order []int
 	svcs   []*svcRun
 
 	reservations []sched.Reservation
@@ -87,7 +97,7 @@ type run struct {
 	svcByID      map[string]int
 	alive        map[int]bool // services that want or hold replicas
 	recent       []sched.PreemptionRecord
-	passDue      bool // a periodic pass is scheduled
+	passAt       time.Duration // when the next pass is scheduled; -1 for none
 	dirty        bool
 
 	m *Metrics
@@ -122,7 +132,7 @@ func newRun(w *Workload, pol Policy, opt Options) *run {
 	opt = opt.withDefaults()
 	nodes, cfg, note := pol.Prepare(w)
 	r := &run{w: w, pol: pol, opt: opt, cfg: cfg, nodes: nodes, where: map[string]int{}, active: map[int]bool{}, byID: map[string]int{},
-		relocs: map[int]sched.Relocation{}, svcByID: map[string]int{}, alive: map[int]bool{}}
+		relocs: map[int]sched.Relocation{}, svcByID: map[string]int{}, alive: map[int]bool{}, passAt: -1}
 	r.ix = sched.NewIndex(r.nodes, nil, cfg)
 	r.m = newMetrics(pol.Name(), w, r.nodes)
 	r.m.Note = note
@@ -176,13 +186,27 @@ func (r *run) loop() {
 		}
 		r.m.advance(r, t)
 		r.now = t
+		passNow := false
 		for len(r.events) > 0 && r.events[0].at == t {
 			e := heap.Pop(&r.events).(event)
 			r.m.events++
+			if e.kind == evPass {
+				passNow = passNow || e.at == r.passAt
+				continue
+			}
 			r.handle(e)
 		}
-		if r.dirty {
+		if passNow {
+			r.passAt = -1
 			r.pass()
+		}
+		if r.dirty {
+			r.dirty = false
+			next := (t + r.opt.Tick - 1) / r.opt.Tick * r.opt.Tick
+			if next == t && passNow {
+				next += r.opt.Tick // changed by this very pass: the next tick
+			}
+			r.requestPass(next)
 		}
 		if r.opt.Progress != nil && t-lastProgress >= time.Hour {
 			r.opt.Progress(t, horizon)
@@ -212,6 +236,7 @@ func (r *run) handle(e event) {
 	switch e.kind {
 	case evArrive:
 		r.active[e.a] = true
+		r.order = append(r.order, e.a)
 		r.dirty = true
 	case evFinish:
 		if j := r.jobs[e.a]; j.gen == e.b && !j.done {
@@ -238,10 +263,16 @@ func (r *run) handle(e event) {
 	case evSample:
 		r.m.sample(r)
 		r.schedule(r.now+r.opt.SampleEvery, evSample, 0, 0)
-	case evPass:
-		r.passDue = false
-		r.dirty = true
 	}
+}
+
+// requestPass makes sure a pass runs no later than at.
+func (r *run) requestPass(at time.Duration) {
+	if r.passAt >= 0 && r.passAt <= at {
+		return
+	}
+	r.passAt = at
+	r.schedule(at, evPass, 0, 0)
 }
 
 // svcTerms takes a service's share out of the inference running totals;
@@ -279,14 +310,12 @@ func (r *run) waiting() bool {
 
 // pass runs the policy once and applies its decision.
 func (r *run) pass() {
-	r.dirty = false
 	r.m.passes++
 	d := r.pol.Plan(r.view(), Epoch.Add(r.now))
 	r.apply(d)
 	r.ix.Commit() // the journal only grows in a long run otherwise
-	if !r.passDue && r.waiting() {
-		r.passDue = true
-		r.schedule(r.now+r.opt.PassEvery, evPass, 0, 0)
+	if r.waiting() {
+		r.requestPass(r.now + r.opt.PassEvery)
 	}
 }
 
@@ -303,9 +332,14 @@ func (r *run) view() *View {
 	for _, k := range sortedKeys(r.relocs) {
 		s.Relocations = append(s.Relocations, r.relocs[k])
 	}
-	for _, i := range sortedKeys(r.active) {
-		s.Jobs = append(s.Jobs, r.jobs[i].job)
+	kept := r.order[:0]
+	for _, i := range r.order {
+		if r.active[i] {
+			kept = append(kept, i)
+			s.Jobs = append(s.Jobs, r.jobs[i].job)
+		}
 	}
+	r.order = kept
 	// Only services that want or hold replicas: a trace can name thousands.
 	for _, i := range sortedKeys(r.alive) {
 		s.Deployments = append(s.Deployments, r.svcs[i].dep)
