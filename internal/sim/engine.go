@@ -76,6 +76,7 @@ type run struct {
 	now    time.Duration
 	events eventHeap
 	seq    int
+	real   int // queued events other than samples and passes
 
 	nodes  []model.Node
 	ix     *sched.Index // always equal to NewIndex(nodes, allocations)
@@ -190,6 +191,9 @@ func (r *run) loop() {
 		for len(r.events) > 0 && r.events[0].at == t {
 			e := heap.Pop(&r.events).(event)
 			r.m.events++
+			if e.kind != evSample && e.kind != evPass {
+				r.real--
+			}
 			if e.kind == evPass {
 				passNow = passNow || e.at == r.passAt
 				continue
@@ -223,14 +227,7 @@ func (r *run) loop() {
 }
 
 // idle reports whether nothing is left to happen but samples and passes.
-func (r *run) idle() bool {
-	for _, e := range r.events {
-		if e.kind != evSample && e.kind != evPass {
-			return false
-		}
-	}
-	return true
-}
+func (r *run) idle() bool { return r.real == 0 }
 
 func (r *run) handle(e event) {
 	switch e.kind {

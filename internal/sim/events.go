@@ -44,6 +44,9 @@ func (h *eventHeap) Pop() any {
 }
 
 func (r *run) schedule(at time.Duration, kind eventKind, a, b int) {
+	if kind != evSample && kind != evPass {
+		r.real++
+	}
 	r.seq++
 	heap.Push(&r.events, event{at: at, seq: r.seq, kind: kind, a: a, b: b})
 }
