@@ -29,24 +29,14 @@ func LoadCSV(path string, nodes []model.Node) (*Workload, error) {
 	}
 	w := &Workload{Name: "csv", Nodes: nodes}
 	for i := range t.rows {
-		submit, err := t.duration(i, "submit")
-		if err != nil {
-			return nil, err
-		}
-		dur, err := t.duration(i, "duration")
-		if err != nil {
-			return nil, err
+		r := t.row(i)
+		submit, dur := r.duration("submit"), r.duration("duration")
+		gpus, prio := r.int("gpus", 0), r.int("priority", 0)
+		if r.err != nil {
+			return nil, r.err
 		}
 		if dur <= 0 {
 			return nil, t.fail(i, "duration", "must be positive")
-		}
-		gpus, err := t.int(i, "gpus", 0)
-		if err != nil {
-			return nil, err
-		}
-		prio, err := t.int(i, "priority", 0)
-		if err != nil {
-			return nil, err
 		}
 		topo, err := model.ParseTopology(t.get(i, "topology"))
 		if err != nil {
@@ -73,13 +63,9 @@ func LoadCSV(path string, nodes []model.Node) (*Workload, error) {
 			default:
 				return nil, t.fail(i, "preemptible", "%q is not true or false", p)
 			}
-			gb, err := t.int(i, "checkpoint_gb", 10)
-			if err != nil {
-				return nil, err
-			}
-			j.CheckpointBytes = gb * 1e9
-			if j.MaxRuntime, err = t.duration(i, "max_runtime"); err != nil {
-				return nil, err
+			j.CheckpointBytes, j.MaxRuntime = r.int("checkpoint_gb", 10)*1e9, r.duration("max_runtime")
+			if r.err != nil {
+				return nil, r.err
 			}
 			w.Jobs = append(w.Jobs, j)
 		case "inference":

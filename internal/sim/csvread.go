@@ -85,6 +85,34 @@ func (t *table) int(i int, col string, def int64) (int64, error) {
 	return n, nil
 }
 
+// row reads several fields of one row and keeps the first error, so that
+// a loader reads a record in a few lines and checks once.
+type row struct {
+	t   *table
+	i   int
+	err error
+}
+
+func (t *table) row(i int) *row { return &row{t: t, i: i} }
+
+func (r *row) int(col string, def int64) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, err := r.t.int(r.i, col, def)
+	r.err = err
+	return v
+}
+
+func (r *row) duration(col string) time.Duration {
+	if r.err != nil {
+		return 0
+	}
+	v, err := r.t.duration(r.i, col)
+	r.err = err
+	return v
+}
+
 // duration accepts Go durations ("90m", "1h30m") or plain seconds.
 func (t *table) duration(i int, col string) (time.Duration, error) {
 	s := t.get(i, col)

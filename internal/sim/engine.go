@@ -90,7 +90,7 @@ type run struct {
 	// order holds active job indices in arrival order (arrivals come in
 	// index order); finished ones are dropped lazily.
 	order []int
-	svcs   []*svcRun
+	svcs  []*svcRun
 
 	reservations []sched.Reservation
 	relocs       map[int]sched.Relocation // in flight, by start order

@@ -97,16 +97,24 @@ func (r *Report) timePlot(title, ylabel string, get func(Sample) float64) (*plot
 		for k, s := range m.Series {
 			pts[k].X, pts[k].Y = s.Hours, get(s)
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := addLine(p, i, m.Policy, pts); err != nil {
 			return nil, err
 		}
-		l.Color = plotutil.Color(i)
-		p.Add(l)
-		p.Legend.Add(m.Policy, l)
 	}
 	p.Legend.Top = true
 	return p, nil
+}
+
+// addLine draws one policy's line in that policy's colour.
+func addLine(p *plot.Plot, i int, name string, pts plotter.XYs) error {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = plotutil.Color(i)
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
 }
 
 func (r *Report) queueCDF(class string) (*plot.Plot, error) {
@@ -122,13 +130,9 @@ func (r *Report) queueCDF(class string) (*plot.Plot, error) {
 		for k, x := range xs {
 			pts[k].X, pts[k].Y = x, float64(k+1)/float64(len(xs))
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := addLine(p, i, m.Policy, pts); err != nil {
 			return nil, err
 		}
-		l.Color = plotutil.Color(i)
-		p.Add(l)
-		p.Legend.Add(m.Policy, l)
 	}
 	p.Legend.Top, p.Legend.Left = false, false
 	return p, nil

@@ -22,23 +22,16 @@ func LoadNodes(path string, nodesPerPod int) ([]model.Node, error) {
 	}
 	var out []model.Node
 	for i := range t.rows {
-		gpus, err := t.int(i, "gpu", 0)
-		if err != nil {
-			return nil, err
+		r := t.row(i)
+		gpus, cpu, mem := r.int("gpu", 0), r.int("cpu_milli", 0), r.int("memory_mib", 0)
+		if r.err != nil {
+			return nil, r.err
 		}
 		if gpus == 0 {
 			continue
 		}
 		if gpus < 0 || gpus > model.MaxGPUsPerNode {
 			return nil, t.fail(i, "gpu", "%d is not between 0 and %d", gpus, model.MaxGPUsPerNode)
-		}
-		cpu, err := t.int(i, "cpu_milli", 0)
-		if err != nil {
-			return nil, err
-		}
-		mem, err := t.int(i, "memory_mib", 0)
-		if err != nil {
-			return nil, err
 		}
 		id := t.get(i, "sn")
 		if id == "" {
@@ -76,9 +69,12 @@ func LoadOpenB(podsPath, nodesPath string) (*Workload, error) {
 	w := &Workload{Name: "openb", Nodes: nodes}
 	cpuOnly, fractional := 0, 0
 	for i := range t.rows {
-		gpus, err := t.int(i, "num_gpu", 0)
-		if err != nil {
-			return nil, err
+		r := t.row(i)
+		gpus, milli := r.int("num_gpu", 0), r.int("gpu_milli", 1000)
+		cpu, mem := r.int("cpu_milli", 0), r.int("memory_mib", 0)
+		created, deleted, scheduled := r.int("creation_time", 0), r.int("deletion_time", 0), r.int("scheduled_time", -1)
+		if r.err != nil {
+			return nil, r.err
 		}
 		if gpus == 0 {
 			cpuOnly++
@@ -87,35 +83,11 @@ func LoadOpenB(podsPath, nodesPath string) (*Workload, error) {
 		if gpus < 0 {
 			return nil, t.fail(i, "num_gpu", "%d must not be negative", gpus)
 		}
-		milli, err := t.int(i, "gpu_milli", 1000)
-		if err != nil {
-			return nil, err
-		}
 		if milli < 1 || milli > 1000 {
 			return nil, t.fail(i, "gpu_milli", "%d is not between 1 and 1000", milli)
 		}
 		if milli < 1000 {
 			fractional++
-		}
-		cpu, err := t.int(i, "cpu_milli", 0)
-		if err != nil {
-			return nil, err
-		}
-		mem, err := t.int(i, "memory_mib", 0)
-		if err != nil {
-			return nil, err
-		}
-		created, err := t.int(i, "creation_time", 0)
-		if err != nil {
-			return nil, err
-		}
-		deleted, err := t.int(i, "deletion_time", 0)
-		if err != nil {
-			return nil, err
-		}
-		scheduled, err := t.int(i, "scheduled_time", -1)
-		if err != nil {
-			return nil, err
 		}
 		if deleted < created {
 			return nil, t.fail(i, "deletion_time", "%d is before creation_time %d", deleted, created)
