@@ -20,8 +20,8 @@ type Config struct {
 	// MinRuntime: a job cannot be preempted within this long of starting,
 	// which is also the thrash guard after a restart. Default 10m.
 	MinRuntime time.Duration `json:"min_runtime,omitempty"`
-	// StarvationAfter: a job still waiting after this long raises "this
-	// cluster cannot host job X" (R2). Default 4h.
+	// StarvationAfter: a gang (Aging.MinGPUs or more) still waiting after
+	// this long raises "this cluster cannot host job X" (R2). Default 4h.
 	StarvationAfter time.Duration `json:"starvation_after,omitempty"`
 	// MaxStarvationAlerts bounds those alerts per pass; the rest are
 	// counted in one summary alert. Default 20.

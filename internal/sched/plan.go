@@ -250,8 +250,9 @@ func (p *planner) noteBlocked(req model.Request, why *Reason) {
 // replicas anyway.
 const maxBlocked = 64
 
-// starvation raises R2's guard: a job waiting longer than StarvationAfter
-// is a capacity-planning signal, not a queue position.
+// starvation raises R2's guard: a gang (Aging.MinGPUs or more) waiting
+// longer than StarvationAfter is a capacity-planning signal, not a queue
+// position.
 func (p *planner) starvation() {
 	for i, l := range p.late {
 		if i == p.cfg.MaxStarvationAlerts {

@@ -158,7 +158,9 @@ func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }
 func (p *planner) pend(j *model.Job, why Reason, prio Priority) {
 	p.prios = append(p.prios, prio) // one allocation for all, not one each
 	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: why, Priority: &p.prios[len(p.prios)-1]})
-	if p.now.Sub(j.Queued()) >= p.cfg.StarvationAfter {
+	// R2's guard is for gangs that cannot fill; a small job waiting in a
+	// busy queue is a queue, not a capacity-planning signal.
+	if j.Shape.GPUs >= p.cfg.Aging.MinGPUs && p.now.Sub(j.Queued()) >= p.cfg.StarvationAfter {
 		p.late = append(p.late, lateJob{j, len(p.d.Pending) - 1})
 	}
 }
