@@ -12,6 +12,7 @@ import (
 // tentative transactions on it (ARCHITECTURE rule 4).
 type Index struct {
 	nodes  []nodeState
+	loc    []nodeLoc
 	byID   map[string]int
 	groups []*group
 	// fragTarget is the request size the fragmentation figure is measured
@@ -29,6 +30,13 @@ type Index struct {
 }
 
 // nodeState is one node's free state inside the index.
+// nodeLoc is where a node sits, kept apart from nodeState so that walks
+// over many nodes (victim search) touch a few bytes each.
+type nodeLoc struct {
+	group, pod int32
+	eligible   bool
+}
+
 type nodeState struct {
 	node   *model.Node
 	group  int
@@ -51,6 +59,7 @@ type shapeCount struct{ gpus, n int }
 // same GPU model, same GPU count. A multi-node gang stays inside one group.
 type group struct {
 	pool, model string
+	idx         int // position in Index.groups
 	size        int // GPUs per node
 	nclass      int // shape classes: 0 empty, 1..size one shape, size+1 mixed
 	pods        []*podState
@@ -107,7 +116,7 @@ func NewIndex(nodes []model.Node, allocs []model.Allocation, cfg Config) *Index 
 		if !ok {
 			gi = len(ix.groups)
 			gidx[k] = gi
-			ix.groups = append(ix.groups, &group{pool: n.Pool, model: n.Model, size: n.GPUs, nclass: n.GPUs + 2})
+			ix.groups = append(ix.groups, &group{pool: n.Pool, model: n.Model, idx: gi, size: n.GPUs, nclass: n.GPUs + 2})
 		}
 		g := ix.groups[gi]
 		pn, ok := podName[n.Pod]
@@ -155,7 +164,10 @@ func NewIndex(nodes []model.Node, allocs []model.Allocation, cfg Config) *Index 
 		ns.mem -= a.MemoryMiB
 		ns.addShape(a.GPUs.Count(), 1)
 	}
+	ix.loc = make([]nodeLoc, len(ix.nodes))
 	for i := range ix.nodes {
+		ns := &ix.nodes[i]
+		ix.loc[i] = nodeLoc{int32(ns.group), int32(ns.pod), ns.eligible}
 		ix.link(i)
 	}
 	return ix

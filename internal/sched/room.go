@@ -89,11 +89,14 @@ func (p *planner) unitCands(req *model.Request, eligible func(*victim) bool) []u
 	if len(groups) == 0 {
 		return nil
 	}
-	gi := make(map[*group]int, len(groups))
+	gi := make([]int, len(ix.groups)) // index group → position in groups, or -1
+	for i := range gi {
+		gi[i] = -1
+	}
 	podBase := make([]int, len(groups)) // first slot of each group's pods
 	nslots := 0
 	for i, g := range groups {
-		gi[g] = i
+		gi[g.idx] = i
 		podBase[i] = nslots
 		nslots += len(g.pods)
 	}
@@ -104,16 +107,16 @@ func (p *planner) unitCands(req *model.Request, eligible func(*victim) bool) []u
 		nslots = len(groups)
 	}
 	slotOf := func(node int) int {
-		ns := &ix.nodes[node]
-		g, ok := gi[ix.groups[ns.group]]
-		if !ok || !ns.eligible {
+		l := ix.loc[node] // compact: this runs for every victim's every node
+		g := gi[l.group]
+		if g < 0 || !l.eligible {
 			return -1
 		}
 		switch req.Topology {
 		case model.TopologyNode:
 			return node
 		case model.TopologyPod:
-			return podBase[g] + ns.pod
+			return podBase[g] + int(l.pod)
 		}
 		return g
 	}
@@ -210,24 +213,20 @@ func (p *planner) roomIn(c *unitCand, req *model.Request) *room {
 		return nil
 	}
 	chosen := append([]*victim(nil), c.victims[:n+1]...)
-	// Minimise: from the last-added back, drop any victim the fit can do
-	// without. What remains is minimal: removing any one breaks the fit.
+	// Minimise: from the last-added back, put each victim back; if the fit
+	// still holds it stays (is not preempted), else it is needed and is
+	// released again. What remains is minimal: restoring any one breaks
+	// the fit. Each step costs one victim's allocations, not all of them.
 	for i := len(chosen) - 1; i >= 0; i-- {
-		ix.Rollback(cp)
-		ix.releaseAll(c.stopping)
-		for j, v := range chosen {
-			if j != i {
-				ix.releaseAll(v.allocs)
-			}
+		step := ix.Checkpoint()
+		for _, a := range chosen[i].allocs {
+			ix.Assign(a)
 		}
 		if _, ok := fits(); ok {
 			chosen = append(chosen[:i], chosen[i+1:]...)
+			continue
 		}
-	}
-	ix.Rollback(cp)
-	ix.releaseAll(c.stopping)
-	for _, v := range chosen {
-		ix.releaseAll(v.allocs)
+		ix.Rollback(step)
 	}
 	pl, ok := fits()
 	if !ok {

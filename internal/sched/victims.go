@@ -49,8 +49,8 @@ func (p *planner) victims() []*victim {
 			continue
 		}
 		j := p.jobs[a.OwnerID]
-		if j == nil {
-			continue
+		if j == nil || !j.Preemptible {
+			continue // never a victim: skip the bookkeeping
 		}
 		v := byJob[a.OwnerID]
 		if v == nil {
