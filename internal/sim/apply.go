@@ -62,7 +62,11 @@ func (r *run) bind(b sched.Bind) {
 		return
 	}
 	now := Epoch.Add(r.now)
+	if j.job.State == model.JobPending {
+		r.pending--
+	}
 	j.job.State, j.job.StartedAt, j.job.LastCheckpointAt = model.JobRunning, now, now
+	r.sync(j)
 	j.allocs, j.runStart, j.stretch = ids, r.now, 1
 	if j.spec.Shape.Topology == model.TopologyNode && len(b.Parts) > 1 {
 		// Tensor parallelism across nodes: every step pays the §2 penalty.
@@ -76,16 +80,16 @@ func (r *run) bind(b sched.Bind) {
 		r.m.queued(j, r.now-j.spec.Submit)
 	}
 	j.gen++
-	r.schedule(r.now+time.Duration(float64(j.remaining)*j.stretch), evFinish, r.byID[j.spec.ID], j.gen)
+	r.schedule(r.now+time.Duration(float64(j.remaining)*j.stretch), evFinish, j.idx, j.gen)
 }
 
 func (r *run) complete(j *jobRun) {
 	j.done = true
 	r.release(j)
 	j.job.State = model.JobCompleted
-	delete(r.active, r.byID[j.spec.ID])
 	r.m.completed(j, r.now-j.spec.Submit)
-	r.dirty = true
+	r.drop(j)
+	r.dirtySlow = true
 }
 
 // release gives back a job's GPUs.
@@ -122,7 +126,7 @@ func (r *run) preempt(p sched.Preemption) {
 		write = max(write, time.Duration(float64(j.job.Checkpoint.SizeBytes)/r.opt.StorageBandwidth*float64(time.Second)))
 	}
 	exitAt := min(r.now+write, p.Deadline.Sub(Epoch))
-	r.schedule(exitAt, evExit, r.byID[j.spec.ID], 0)
+	r.schedule(exitAt, evExit, j.idx, 0)
 	r.recent = append(r.recent, sched.PreemptionRecord{At: Epoch.Add(r.now), JobID: p.JobID, GPUs: p.GPUs})
 	r.m.preempted(j, p, r.opt.RestartOverhead, r.job(p.For) == nil)
 	j.preempts++
@@ -136,7 +140,9 @@ func (r *run) exit(j *jobRun) {
 	j.job.State, j.job.QueuedAt = model.JobPending, Epoch.Add(r.now)
 	j.job.StartedAt = time.Time{}
 	j.job.PreemptCount++
-	r.dirty = true
+	r.pending++
+	r.sync(j)
+	r.dirty = true // its GPUs may be what an inference replica waits for
 }
 
 // relocate starts the replica's new copy; the old one drains once the new

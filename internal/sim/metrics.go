@@ -129,7 +129,6 @@ func newMetrics(policy string, w *Workload, nodes []model.Node) *Metrics {
 	for _, n := range nodes {
 		m.GPUs += n.GPUs
 	}
-	m.JobsSubmitted = len(w.Jobs)
 	return m
 }
 
@@ -149,12 +148,7 @@ func (m *Metrics) advance(r *run, t time.Duration) {
 func (m *Metrics) sample(r *run) {
 	_, full, frag := r.ix.Totals()
 	largest := r.ix.Largest()
-	pending := 0
-	for i := range r.active {
-		if r.jobs[i].job.State == model.JobPending {
-			pending++
-		}
-	}
+	pending := r.pending
 	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * float64(r.used) / float64(max(m.GPUs, 1)), Largest: largest,
 		FullyFreeNodes: full, FragmentedGPUs: frag, PendingJobs: pending}
 	m.Series = append(m.Series, p)
@@ -217,8 +211,8 @@ func (m *Metrics) finish(r *run, wall time.Duration) {
 		m.LargestPlaceable = LargestAvg{m.largestSum[0] / n, m.largestSum[1] / n, m.largestSum[2] / n}
 		m.FullyFreeNodes, m.FragmentedGPUs = m.fullSum/n, m.fragSum/n
 	}
-	for i, j := range r.jobs {
-		if r.active[i] && !j.started && j.spec.Submit <= r.now {
+	for _, j := range r.jobs {
+		if !j.started {
 			m.JobsNeverStarted++
 			m.queued(j, r.now-j.spec.Submit)
 		}

@@ -74,11 +74,11 @@ func (berthPolicy) Prepare(w *Workload) ([]model.Node, sched.Config, string) {
 	big, small := peakInference(w, cfg.Pools.InferenceMinGPUs)
 	horizon := w.span().Hours()
 	if horizon > 0 {
-		for _, j := range w.Jobs {
+		w.eachJob(func(j *JobSpec) {
 			if j.Shape.GPUs <= cfg.Pools.SmallMaxGPUs {
 				small += float64(j.Shape.GPUs) * j.Work.Hours() / horizon
 			}
-		}
+		})
 	}
 	per := float64(nodes[0].GPUs)
 	smallNodes := int(math.Ceil(small * 1.5 / per))

@@ -26,7 +26,7 @@ type Report struct {
 // NewReport runs every policy over the workload.
 func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
 	opt = opt.withDefaults()
-	rep := &Report{Workload: w.Name, Seed: opt.Seed, Nodes: len(w.Nodes), Jobs: len(w.Jobs), Services: len(w.Services),
+	rep := &Report{Workload: w.Name, Seed: opt.Seed, Nodes: len(w.Nodes), Services: len(w.Services),
 		Penalty: opt.Penalty, Notes: w.Notes}
 	for _, n := range w.Nodes {
 		rep.GPUs += n.GPUs
@@ -42,6 +42,7 @@ func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
 		}
 		rep.Policies = append(rep.Policies, m)
 		rep.Hours = max(rep.Hours, m.SimulatedHours)
+		rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
 	}
 	return rep, nil
 }

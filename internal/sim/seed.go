@@ -191,7 +191,6 @@ func (c *SeedConfig) validate() error {
 // the pre-deadline spike), and inference services whose replicas follow
 // the diurnal curve.
 func Seed(c SeedConfig, seed uint64) *Workload {
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	w := &Workload{Name: "seed", Horizon: time.Duration(c.Days * 24 * float64(time.Hour))}
 	f := c.Fleet
 	for p := 0; p < f.Pods; p++ {
@@ -203,7 +202,7 @@ func Seed(c SeedConfig, seed uint64) *Workload {
 	capacity := float64(len(w.Nodes)*f.GPUsPerNode) * w.Horizon.Hours()
 	offered := capacity * c.Utilization
 	w.Services = seedServices(c, offered*(1-c.TrainingShare), w.Horizon)
-	w.Jobs = seedJobs(c, rng, offered*c.TrainingShare, w.Horizon)
+	w.Stream = seedJobs(c, seed, offered*c.TrainingShare, w.Horizon)
 	return w
 }
 
@@ -251,49 +250,96 @@ func seedServices(c SeedConfig, gpuHours float64, horizon time.Duration) []Servi
 	return out
 }
 
-func seedJobs(c SeedConfig, rng *rand.Rand, gpuHours float64, horizon time.Duration) []JobSpec {
+// classStream is one training class's Poisson arrivals, drawn as asked.
+type classStream struct {
+	k       ClassConfig
+	rng     *rand.Rand
+	rate    float64 // arrivals per open hour
+	lo, hi  float64 // log runtime bounds
+	t       float64 // hours: the last draw
+	next    JobSpec
+	has     bool
+	n       int
+	ic      InferenceConfig
+	spike   SpikeConfig
+	horizon time.Duration
+}
+
+// advance draws the class's next job, if it arrives before the horizon.
+func (cs *classStream) advance() {
+	cs.has = false
+	for {
+		cs.t += cs.rng.ExpFloat64() / (cs.rate * spikeFactor(cs.spike, cs.t))
+		at := time.Duration(cs.t * float64(time.Hour))
+		if at >= cs.horizon {
+			return
+		}
+		if cs.k.BusinessHours && !businessHours(cs.ic, at) {
+			continue
+		}
+		k := cs.k
+		hours := math.Exp(cs.lo + cs.rng.Float64()*(cs.hi-cs.lo))
+		cs.next = JobSpec{ID: fmt.Sprintf("%s-%06d", k.Name, cs.n), Submit: at, Work: time.Duration(hours * float64(time.Hour)),
+			Shape: model.Shape{GPUs: k.GPUs, Topology: model.Topology(k.Topology)}, Team: k.Name, Priority: k.Priority,
+			Preemptible: k.Preemptible, CheckpointBytes: int64(k.CheckpointGB * 1e9)}
+		if k.DeclaresMaxRuntime {
+			cs.next.MaxRuntime = time.Duration(k.Runtime[1] * float64(time.Hour))
+		}
+		cs.n++
+		cs.has = true
+		return
+	}
+}
+
+// seedSource merges the classes' streams in submit order. Each class has
+// its own generator seeded from (seed, class), so the sequence is the same
+// on every run and nothing is held but one pending job per class: a month
+// at 100k GPUs (millions of jobs) streams in constant memory.
+type seedSource struct{ classes []*classStream }
+
+func (s *seedSource) Next() (JobSpec, bool) {
+	var best *classStream
+	for _, c := range s.classes {
+		if c.has && (best == nil || c.next.Submit < best.next.Submit) {
+			best = c
+		}
+	}
+	if best == nil {
+		return JobSpec{}, false
+	}
+	j := best.next
+	best.advance()
+	return j, true
+}
+
+func seedJobs(c SeedConfig, seed uint64, gpuHours float64, horizon time.Duration) func() JobSource {
 	var total float64
 	for _, k := range c.Training.Classes {
 		total += k.Share
 	}
-	ic := c.Inference
-	var jobs []JobSpec
-	for _, k := range c.Training.Classes {
-		if total == 0 || k.Share == 0 {
-			continue
-		}
-		lo, hi := math.Log(k.Runtime[0]), math.Log(k.Runtime[1])
-		meanHours := (k.Runtime[1] - k.Runtime[0]) / (hi - lo) // mean of a log-uniform
-		if hi == lo {
-			meanHours = k.Runtime[0]
-		}
-		open := 1.0
-		if k.BusinessHours {
-			open = float64(ic.BusinessEndHour-ic.BusinessStartHour) / 24 * 5 / 7
-		}
-		// Arrivals per open hour so the class gets its share of GPU-hours.
-		rate := k.Share / total * gpuHours / (float64(k.GPUs) * meanHours) / (horizon.Hours() * open)
-		for t := 0.0; ; {
-			t += rng.ExpFloat64() / (rate * spikeFactor(c.Training.Spike, t))
-			at := time.Duration(t * float64(time.Hour))
-			if at >= horizon {
-				break
-			}
-			if k.BusinessHours && !businessHours(ic, at) {
+	return func() JobSource {
+		src := &seedSource{}
+		for ci, k := range c.Training.Classes {
+			if total == 0 || k.Share == 0 {
 				continue
 			}
-			hours := math.Exp(lo + rng.Float64()*(hi-lo))
-			j := JobSpec{ID: fmt.Sprintf("%s-%05d", k.Name, len(jobs)), Submit: at, Work: time.Duration(hours * float64(time.Hour)),
-				Shape: model.Shape{GPUs: k.GPUs, Topology: model.Topology(k.Topology)}, Team: k.Name, Priority: k.Priority,
-				Preemptible: k.Preemptible, CheckpointBytes: int64(k.CheckpointGB * 1e9)}
-			if k.DeclaresMaxRuntime {
-				j.MaxRuntime = time.Duration(k.Runtime[1] * float64(time.Hour))
+			cs := &classStream{k: k, rng: rand.New(rand.NewPCG(seed, uint64(ci)+1)), ic: c.Inference, spike: c.Training.Spike, horizon: horizon}
+			cs.lo, cs.hi = math.Log(k.Runtime[0]), math.Log(k.Runtime[1])
+			meanHours := k.Runtime[0]
+			if cs.hi > cs.lo {
+				meanHours = (k.Runtime[1] - k.Runtime[0]) / (cs.hi - cs.lo) // mean of a log-uniform
 			}
-			jobs = append(jobs, j)
+			open := 1.0
+			if k.BusinessHours {
+				open = float64(c.Inference.BusinessEndHour-c.Inference.BusinessStartHour) / 24 * 5 / 7
+			}
+			// Arrivals per open hour so the class gets its share of GPU-hours.
+			cs.rate = k.Share / total * gpuHours / (float64(k.GPUs) * meanHours) / (horizon.Hours() * open)
+			cs.advance()
+			src.classes = append(src.classes, cs)
 		}
+		return src
 	}
-	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].Submit < jobs[b].Submit })
-	return jobs
 }
 
 func spikeFactor(s SpikeConfig, hours float64) float64 {

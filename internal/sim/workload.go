@@ -9,9 +9,13 @@ import (
 // Workload is a fleet and what is asked of it over time. Times are offsets
 // from the start of the simulation.
 type Workload struct {
-	Name     string
-	Nodes    []model.Node
-	Jobs     []JobSpec // sorted by Submit
+	Name  string
+	Nodes []model.Node
+	Jobs  []JobSpec // sorted by Submit
+	// Stream, when set, is used instead of Jobs: each call starts the same
+	// sequence anew and generates it as the run goes, so memory does not
+	// grow with the length of the run.
+	Stream   func() JobSource
 	Services []ServiceSpec
 	// Notes are assumptions the report must state (for example how a
 	// trace's fields were mapped).
@@ -28,15 +32,47 @@ func (w *Workload) span() time.Duration {
 		return w.Horizon
 	}
 	var end time.Duration
-	for _, j := range w.Jobs {
-		end = max(end, j.Submit+j.Work)
-	}
+	w.eachJob(func(j *JobSpec) { end = max(end, j.Submit+j.Work) })
 	for _, s := range w.Services {
 		for _, d := range s.Demand {
 			end = max(end, d.At)
 		}
 	}
 	return end
+}
+
+// JobSource yields jobs in submit order.
+type JobSource interface {
+	Next() (JobSpec, bool)
+}
+
+type sliceSource struct {
+	jobs []JobSpec
+	i    int
+}
+
+func (s *sliceSource) Next() (JobSpec, bool) {
+	if s.i == len(s.jobs) {
+		return JobSpec{}, false
+	}
+	s.i++
+	return s.jobs[s.i-1], true
+}
+
+// source starts the workload's jobs from the beginning.
+func (w *Workload) source() JobSource {
+	if w.Stream != nil {
+		return w.Stream()
+	}
+	return &sliceSource{jobs: w.Jobs}
+}
+
+// eachJob visits every job once, generating a stream anew if need be.
+func (w *Workload) eachJob(f func(j *JobSpec)) {
+	src := w.source()
+	for j, ok := src.Next(); ok; j, ok = src.Next() {
+		f(&j)
+	}
 }
 
 // JobSpec is one training job (or notebook) as submitted.
@@ -73,9 +109,7 @@ type DemandPoint struct {
 
 // gpuHours sums what the workload asks for (work, not wall time).
 func (w *Workload) gpuHours() (training, inference float64) {
-	for _, j := range w.Jobs {
-		training += float64(j.Shape.GPUs) * j.Work.Hours()
-	}
+	w.eachJob(func(j *JobSpec) { training += float64(j.Shape.GPUs) * j.Work.Hours() })
 	end := w.span()
 	for _, s := range w.Services {
 		for i, d := range s.Demand {
