@@ -141,6 +141,7 @@ type planner struct {
 	noFit  map[shapeID]noFit
 	noHold map[shapeID]int // index change count at which holding found nothing
 	late   []lateJob       // jobs waiting past StarvationAfter
+	byNode [][]int         // allocations per node, built on first use
 	prios  []Priority      // backing store for Pending.Priority
 }
 

@@ -25,6 +25,9 @@ func newQuotaBook(quotas []model.Quota) *quotaBook {
 
 // add records gpus of use by a job.
 func (q *quotaBook) add(j *model.Job, gpus int, borrowed bool) {
+	if len(q.quotas) == 0 {
+		return // nothing to account against (and Scopes allocates)
+	}
 	for _, s := range j.Scopes() {
 		q.used[s] += gpus
 		if !borrowed {
@@ -36,6 +39,9 @@ func (q *quotaBook) add(j *model.Job, gpus int, borrowed bool) {
 // governed reports whether any scope of the job has a guarantee: such a
 // job's non-borrowed work is guaranteed and never preempted.
 func (q *quotaBook) governed(j *model.Job) bool {
+	if len(q.quotas) == 0 {
+		return false
+	}
 	for _, s := range j.Scopes() {
 		if x, ok := q.quotas[s]; ok && x.GuaranteedGPUs > 0 {
 			return true
@@ -47,6 +53,9 @@ func (q *quotaBook) governed(j *model.Job) bool {
 // admit decides whether gpus more for job j fit its quotas now, and
 // whether they would be borrowed. A nil reason means it fits.
 func (q *quotaBook) admit(j *model.Job, gpus int) (borrowed bool, why *Reason) {
+	if len(q.quotas) == 0 {
+		return false, nil
+	}
 	for _, s := range j.Scopes() {
 		x, ok := q.quotas[s]
 		if !ok {

@@ -242,11 +242,8 @@ func (p *planner) eta(u unit, need int) time.Time {
 		gpus int
 	}
 	var ends []end
-	for _, a := range p.s.Allocations {
-		i, ok := p.ix.byID[a.NodeID]
-		if !ok || !p.inUnit(u, i) {
-			continue
-		}
+	for _, k := range p.allocsIn(u) {
+		a := &p.s.Allocations[k]
 		at := time.Time{}
 		switch {
 		case a.Stopping:
@@ -277,18 +274,35 @@ func (p *planner) eta(u unit, need int) time.Time {
 	return time.Time{}
 }
 
-func (p *planner) inUnit(u unit, i int) bool {
-	ns := &p.ix.nodes[i]
+// allocsIn lists (as positions in State.Allocations) the allocations on a
+// unit's nodes, from a per-node list built once per pass on first use.
+func (p *planner) allocsIn(u unit) []int {
+	if p.byNode == nil {
+		p.byNode = make([][]int, len(p.ix.nodes))
+		for k, a := range p.s.Allocations {
+			if i, ok := p.ix.byID[a.NodeID]; ok {
+				p.byNode[i] = append(p.byNode[i], k)
+			}
+		}
+	}
+	var nodes []int
 	switch {
 	case u.node >= 0:
-		return i == u.node
-	case p.ix.groups[ns.group] != u.g:
-		return false
+		nodes = []int{u.node}
 	case u.pod >= 0:
-		return ns.pod == u.pod
+		nodes = u.g.pods[u.pod].nodes
+	default:
+		for _, pod := range u.g.pods {
+			nodes = append(nodes, pod.nodes...)
+		}
 	}
-	return true
+	var out []int
+	for _, i := range nodes {
+		out = append(out, p.byNode[i]...)
+	}
+	return out
 }
+
 
 // backfill tries to run j on GPUs a reservation holds but cannot use yet
 // (R2): only when j's max_runtime ends before the reservation's estimated
