@@ -303,7 +303,6 @@ func (p *planner) allocsIn(u unit) []int {
 	return out
 }
 
-
 // backfill tries to run j on GPUs a reservation holds but cannot use yet
 // (R2): only when j's max_runtime ends before the reservation's estimated
 // fill. It returns the bind, or false.
