@@ -140,14 +140,24 @@ type planner struct {
 	noRoom map[shapeID]int // the preempting power at which no room was found
 	noFit  map[shapeID]noFit
 	noHold map[shapeID]int // index change count at which holding found nothing
-	late   []lateJob       // jobs waiting past StarvationAfter
-	byNode [][]int         // allocations per node, built on first use
-	prios  []Priority      // backing store for Pending.Priority
+	// noBackfill: index change count at which no reservation could take
+	// this shape as backfill.
+	noBackfill map[shapeID]noBackfill
+	late       []lateJob  // jobs waiting past StarvationAfter
+	byNode     [][]int    // allocations per node, built on first use
+	prios      []Priority // backing store for Pending.Priority
 }
 
 type lateJob struct {
 	job     *model.Job
 	pending int // index into d.Pending
+}
+
+// noBackfill remembers that no reservation took a shape as backfill for
+// jobs running up to maxRuntime, while the index is unchanged.
+type noBackfill struct {
+	changes    int
+	maxRuntime time.Duration
 }
 
 // noFit caches a failed placement while the index is unchanged, so that
@@ -167,7 +177,8 @@ func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	cfg := s.Config.withDefaults()
 	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
 		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
-		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{}}
+		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{},
+		noBackfill: map[shapeID]noBackfill{}}
 	p.prepare()
 	return p
 }

@@ -305,46 +305,55 @@ func (p *planner) allocsIn(u unit) []int {
 
 // backfill tries to run j on GPUs a reservation holds but cannot use yet
 // (R2): only when j's max_runtime ends before the reservation's estimated
-// fill. It returns the bind, or false.
+// fill, and only on one held node (a backfill spanning nodes would tie
+// several reservations' fates together). It looks at held nodes only, so
+// its cost follows the holds, not the fleet. It returns the bind, or false.
 func (p *planner) backfill(j *model.Job) (Bind, bool) {
-	if j.MaxRuntime <= 0 || !j.Preemptible {
+	if j.MaxRuntime <= 0 || !j.Preemptible || len(p.reservations) == 0 {
 		return Bind{}, false
 	}
-	end := p.now.Add(j.MaxRuntime)
 	req := j.Request()
+	key := shapeKey(&req)
+	if c, ok := p.noBackfill[key]; ok && c.changes == p.ix.changes && j.MaxRuntime >= c.maxRuntime {
+		return Bind{}, false // a job as long found no room, and nothing changed
+	}
+	end := p.now.Add(j.MaxRuntime)
+	k := req.GPUs
 	for _, res := range p.reservations {
-		if res.Kind != model.OwnerTraining || len(res.Held) == 0 || (!res.ETA.IsZero() && !end.Before(res.ETA)) {
+		if res.Kind != model.OwnerTraining || res.HeldGPUs() < k || (!res.ETA.IsZero() && !end.Before(res.ETA)) {
 			continue
 		}
-		cp := p.ix.Checkpoint()
-		only := map[int]bool{}
-		for _, pt := range res.Held {
+		// The held node that fits tightest once its hold is lifted.
+		best, bestFree := -1, 0
+		for h, pt := range res.Held {
 			i := p.ix.byID[pt.Node]
-			p.ix.release(i, pt.GPUs, 0, 0)
-			only[i] = true
+			ns := &p.ix.nodes[i]
+			free := (ns.free | pt.GPUs).Count()
+			if pt.GPUs.Count() == 0 || free < k || !req.AcceptsModel(ns.node.Model) ||
+				ns.cpu < req.CPUMilli || ns.mem < req.MemoryMiB || (best >= 0 && free >= bestFree) {
+				continue
+			}
+			best, bestFree = h, free
 		}
-		pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{only: only})
-		if why != nil {
-			p.ix.Rollback(cp)
+		if best < 0 {
 			continue
 		}
-		// Hold again what the backfill did not take.
-		var left []Part
-		for _, pt := range res.Held {
-			rest := pt.GPUs
-			for _, bp := range pl.Parts {
-				if bp.Node == pt.Node {
-					rest &^= bp.GPUs
-				}
-			}
-			if rest != 0 {
-				left = append(left, Part{Node: pt.Node, GPUs: rest})
-			}
+		pt := res.Held[best]
+		i := p.ix.byID[pt.Node]
+		p.ix.release(i, pt.GPUs, 0, 0)
+		ns := &p.ix.nodes[i]
+		mask := chooseMask(ns.node, ns.free, k)
+		p.ix.assign(i, mask, req.CPUMilli, req.MemoryMiB)
+		rest := pt.GPUs &^ mask
+		res.Held = append(res.Held[:best:best], res.Held[best+1:]...)
+		if held := p.hold([]Part{{Node: pt.Node, GPUs: rest}}); len(held) > 0 {
+			res.Held = append(res.Held, held...)
 		}
-		res.Held = p.hold(left)
 		res.Backfill = append(res.Backfill, j.ID)
+		pl := Placement{Pool: ns.node.Pool, Parts: []Part{{Node: pt.Node, GPUs: mask, CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB}}}
 		return Bind{Kind: model.OwnerBackfill, OwnerID: j.ID, Preemptible: true, Reservation: res.Owner, Placement: pl}, true
 	}
+	p.noBackfill[key] = noBackfill{p.ix.changes, j.MaxRuntime}
 	return Bind{}, false
 }
 
