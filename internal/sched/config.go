@@ -23,6 +23,12 @@ type Config struct {
 	// StarvationAfter: a gang (Aging.MinGPUs or more) still waiting after
 	// this long raises "this cluster cannot host job X" (R2). Default 4h.
 	StarvationAfter time.Duration `json:"starvation_after,omitempty"`
+	// MaxHolds bounds how many waiting jobs, highest-ranked first, hold
+	// free GPUs in one pass (Slurm's reservation depth, in spirit): the
+	// top of the queue is protected from being nibbled at; holding for
+	// thousands of jobs would only turn the free pool into holds.
+	// Default 32.
+	MaxHolds int `json:"max_holds,omitempty"`
 	// MaxStarvationAlerts bounds those alerts per pass; the rest are
 	// counted in one summary alert. Default 20.
 	MaxStarvationAlerts int `json:"max_starvation_alerts,omitempty"`
@@ -102,6 +108,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StarvationAfter == 0 {
 		c.StarvationAfter = 4 * time.Hour
+	}
+	if c.MaxHolds == 0 {
+		c.MaxHolds = 32
 	}
 	if c.MaxStarvationAlerts == 0 {
 		c.MaxStarvationAlerts = 20

@@ -145,6 +145,7 @@ type planner struct {
 	noBackfill map[shapeID]noBackfill
 	late       []lateJob  // jobs waiting past StarvationAfter
 	byNode     [][]int    // allocations per node, built on first use
+	holds      int        // jobs that held free GPUs this pass
 	prios      []Priority // backing store for Pending.Priority
 }
 

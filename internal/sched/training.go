@@ -92,7 +92,9 @@ func (p *planner) training() {
 			reason.Constraint = "preemption"
 			reason.Message += "; " + msg
 		}
-		if res := p.holdFree(j, prio.Effective); res != nil {
+		// Below the reservation depth a job waits without holding.
+		if res := p.holdFreeWithin(j, prio.Effective); res != nil {
+			p.holds++
 			reason.Message += fmt.Sprintf("; holding %d of %d GPUs at %s", res.HeldGPUs(), req.GPUs, res.At)
 			if !res.ETA.IsZero() {
 				reason.Message += fmt.Sprintf(", full by %s without preemption", res.ETA.UTC().Format("2006-01-02 15:04"))
@@ -151,6 +153,14 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 // bonus, not its preemption bonus (that one only protects).
 func (p *planner) power(qj queued) int {
 	return qj.rank.prio - qj.job.PreemptCount*p.cfg.Aging.PerPreemption
+}
+
+// holdFreeWithin holds for the job if the pass has not reached MaxHolds.
+func (p *planner) holdFreeWithin(j *model.Job, rank int) *Reservation {
+	if p.holds >= p.cfg.MaxHolds {
+		return nil
+	}
+	return p.holdFree(j, rank)
 }
 
 func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }
