@@ -186,32 +186,37 @@ func (p *planner) replicasByNode(moving map[repKey]bool) map[int][]replicaAt {
 	for i := range p.s.Deployments {
 		deps[p.s.Deployments[i].ID] = &p.s.Deployments[i]
 	}
-	nodes := map[repKey]map[string]bool{}
-	byKey := map[repKey]*replicaAt{}
+	type seen struct {
+		rep   *replicaAt
+		node  string
+		multi bool // spans nodes: not movable by this mechanism
+	}
+	byKey := map[repKey]*seen{}
 	var order []repKey
 	for _, a := range p.s.Allocations {
+		if a.OwnerKind != model.OwnerInference {
+			continue
+		}
 		d := deps[a.OwnerID]
-		if a.OwnerKind != model.OwnerInference || d == nil || moving[repKey{a.OwnerID, a.Replica}] {
+		if d == nil || moving[repKey{a.OwnerID, a.Replica}] {
 			continue
 		}
 		k := repKey{a.OwnerID, a.Replica}
-		if byKey[k] == nil {
-			byKey[k] = &replicaAt{dep: d, num: a.Replica}
-			nodes[k] = map[string]bool{}
+		sn := byKey[k]
+		if sn == nil {
+			sn = &seen{rep: &replicaAt{dep: d, num: a.Replica}, node: a.NodeID}
+			byKey[k] = sn
 			order = append(order, k)
 		}
-		byKey[k].allocs = append(byKey[k].allocs, a.ID)
-		byKey[k].gpus += a.GPUs.Count()
-		nodes[k][a.NodeID] = true
+		sn.rep.allocs = append(sn.rep.allocs, a.ID)
+		sn.rep.gpus += a.GPUs.Count()
+		sn.multi = sn.multi || a.NodeID != sn.node
 	}
 	out := map[int][]replicaAt{}
 	for _, k := range order {
-		if len(nodes[k]) != 1 {
-			continue
-		}
-		for id := range nodes[k] {
-			if i, ok := p.ix.byID[id]; ok {
-				out[i] = append(out[i], *byKey[k])
+		if sn := byKey[k]; !sn.multi {
+			if i, ok := p.ix.byID[sn.node]; ok {
+				out[i] = append(out[i], *sn.rep)
 			}
 		}
 	}

@@ -142,7 +142,11 @@ func (r *run) exit(j *jobRun) {
 	j.job.PreemptCount++
 	r.pending++
 	r.sync(j)
-	r.dirty = true // its GPUs may be what an inference replica waits for
+	if r.shortGPUs > 0.5 {
+		r.dirty = true // its GPUs may be what an inference replica waits for
+	} else {
+		r.dirtySlow = true
+	}
 }
 
 // relocate starts the replica's new copy; the old one drains once the new
