@@ -50,9 +50,3 @@ func Fleet(s Spec) []model.Node {
 	}
 	return out
 }
-
-// Allocation builds one allocation the way the control loop records a bind.
-func Allocation(id, node string, mask model.GPUMask, kind model.OwnerKind, owner string, replica int) model.Allocation {
-	return model.Allocation{ID: id, NodeID: node, GPUs: mask, OwnerKind: kind, OwnerID: owner, Replica: replica,
-		Preemptible: kind != model.OwnerInference}
-}
