@@ -13,6 +13,6 @@ largest_placeable is the number that says what the fleet can still run.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDevCmd(), newSimCmd())
+	root.AddCommand(newVersionCmd(), newDevCmd(), newSimCmd(), newServerCmd(), newTokenCmd(), newLoadgenCmd())
 	return root
 }

@@ -36,5 +36,11 @@ type Allocation struct {
 	// Stopping marks an allocation whose preemption is in flight: stop
 	// requested, deadline StopDeadline. Its GPUs are still in use.
 	Stopping     bool      `json:"stopping,omitempty"`
-	StopDeadline time.Time `json:"stop_deadline,omitempty"`
+	StopDeadline time.Time `json:"stop_deadline,omitzero"`
+	// Killing marks a stopping allocation whose deadline passed: the agent
+	// is told to SIGKILL. The GPUs stay in use until it confirms the exit.
+	Killing bool `json:"killing,omitempty"`
+	// StopReason says why it is stopping: preempted, scale_down,
+	// relocated, cancelled.
+	StopReason string `json:"stop_reason,omitempty"`
 }

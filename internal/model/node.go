@@ -84,10 +84,13 @@ func (l *LinkMatrix) validate(gpus int) error {
 	if len(l.Links) != gpus {
 		return fmt.Errorf("has %d rows, want one per GPU (%d)", len(l.Links), gpus)
 	}
+	// Every row's length first: the symmetry check reads across rows.
 	for i, row := range l.Links {
 		if len(row) != gpus {
 			return fmt.Errorf("row %d has %d entries, want %d", i, len(row), gpus)
 		}
+	}
+	for i, row := range l.Links {
 		for j, v := range row {
 			if v < 0 {
 				return fmt.Errorf("[%d][%d] = %d must not be negative", i, j, v)

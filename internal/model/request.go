@@ -90,7 +90,8 @@ type Checkpoint struct {
 
 // Job is a training job: gang-scheduled, all GPUs or none.
 type Job struct {
-	ID string `json:"id"`
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
 	// Org, Team and User place the job in the quota tree: org, org/team,
 	// org/team/user.
 	Org         string        `json:"org,omitempty"`
@@ -105,12 +106,22 @@ type Job struct {
 	SubmittedAt time.Time     `json:"submitted_at"`
 	// QueuedAt is when the job last entered the queue: its submission, or
 	// its requeue after a preemption. Zero means SubmittedAt.
-	QueuedAt time.Time `json:"queued_at,omitempty"`
+	QueuedAt time.Time `json:"queued_at,omitzero"`
 	// StartedAt is when the current run began; the minimum runtime before
 	// it may be preempted counts from here.
-	StartedAt        time.Time `json:"started_at,omitempty"`
-	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitempty"`
+	StartedAt        time.Time `json:"started_at,omitzero"`
+	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitzero"`
 	PreemptCount     int       `json:"preempt_count,omitempty"`
+	// Workload is what the node agent runs; the scheduling core ignores it.
+	Workload *Workload `json:"workload,omitempty"`
+	// History is the job's recent lifecycle, newest last, capped.
+	History []Event `json:"history,omitempty"`
+	// FinishedAt is when the job reached a terminal state.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Restore is the last checkpoint the job wrote, handed to its next run.
+	Restore string `json:"restore,omitempty"`
+	// Owner is the principal that submitted the job.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Queued is when the job's current wait began.
@@ -186,6 +197,10 @@ type Deployment struct {
 	MaxReplicas  int    `json:"max_replicas"`
 	Desired      int    `json:"desired_replicas"`
 	Priority     int    `json:"priority"`
+	// Team owns the deployment for tenancy; the core ignores it.
+	Team      string    `json:"team,omitempty"`
+	Workload  *Workload `json:"workload,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // Validate checks the deployment's fields and names the first wrong one.

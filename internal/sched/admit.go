@@ -19,17 +19,32 @@ func (e *AdmissionError) Error() string { return e.Field + ": " + e.Message }
 // waiting: its own fields, the quota tree's caps, and the cluster's shape.
 // A job that may fit later is admitted; one that can never fit is refused
 // with the field and the reason. It does not look at current load.
-func Admit(s State, j model.Job) error {
+func Admit(s State, j model.Job) error { return NewAdmitter(s).Admit(j) }
+
+// Admitter answers Admit for one fleet and quota tree without rebuilding
+// the empty-fleet index per call. It is not safe for concurrent use.
+type Admitter struct {
+	cfg    Config
+	ix     *Index
+	quotas *quotaBook
+}
+
+// NewAdmitter builds the admission view of a state's nodes and quotas.
+func NewAdmitter(s State) *Admitter {
+	cfg := s.Config.withDefaults()
+	return &Admitter{cfg: cfg, ix: NewIndex(allSchedulable(s.Nodes), nil, cfg), quotas: newQuotaBook(s.Quotas)}
+}
+
+// Admit is the package-level Admit on the admitter's state.
+func (a *Admitter) Admit(j model.Job) error {
 	if err := j.Validate(); err != nil {
 		return fieldError(err)
 	}
-	if err := newQuotaBook(s.Quotas).neverFits(&j); err != nil {
-		return fieldError(err)
+	if err := a.quotas.neverFits(&j); err != nil {
+		return err
 	}
-	cfg := s.Config.withDefaults()
-	ix := NewIndex(allSchedulable(s.Nodes), nil, cfg)
 	req := j.Request()
-	if _, why := ix.Place(&req, cfg.Pools); why != nil && why.Code == ReasonInfeasible {
+	if _, why := a.ix.Place(&req, a.cfg.Pools); why != nil && why.Code == ReasonInfeasible {
 		field := "shape.gpus"
 		switch why.Constraint {
 		case "models":
@@ -44,13 +59,26 @@ func Admit(s State, j model.Job) error {
 	return nil
 }
 
+// AdmitDeployment is the package-level AdmitDeployment on the admitter's
+// state.
+func (a *Admitter) AdmitDeployment(d model.Deployment) error {
+	if err := d.Validate(); err != nil {
+		return fieldError(err)
+	}
+	req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID}
+	if _, why := a.ix.Place(&req, a.cfg.Pools); why != nil && why.Code == ReasonInfeasible {
+		return &AdmissionError{Field: "replica_shape", Message: fmt.Sprintf("can never be placed on this cluster: %s", why.Message)}
+	}
+	return nil
+}
+
 // allSchedulable is the fleet as if every node were healthy and in
 // service: admission asks whether the shape could ever fit, not whether it
 // fits today.
 func allSchedulable(nodes []model.Node) []model.Node {
 	out := make([]model.Node, len(nodes))
 	for i, n := range nodes {
-		n.Health, n.Draining, n.Quarantined = model.HealthHealthy, false, false
+		n.Health, n.Draining, n.Quarantined, n.QuarantinedGPUs = model.HealthHealthy, false, false, 0
 		out[i] = n
 	}
 	return out
@@ -66,15 +94,4 @@ func fieldError(err error) *AdmissionError {
 }
 
 // AdmitDeployment checks a deployment the same way.
-func AdmitDeployment(s State, d model.Deployment) error {
-	if err := d.Validate(); err != nil {
-		return fieldError(err)
-	}
-	cfg := s.Config.withDefaults()
-	ix := NewIndex(allSchedulable(s.Nodes), nil, cfg)
-	req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID}
-	if _, why := ix.Place(&req, cfg.Pools); why != nil && why.Code == ReasonInfeasible {
-		return &AdmissionError{Field: "replica_shape", Message: fmt.Sprintf("can never be placed on this cluster: %s", why.Message)}
-	}
-	return nil
-}
+func AdmitDeployment(s State, d model.Deployment) error { return NewAdmitter(s).AdmitDeployment(d) }

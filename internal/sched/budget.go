@@ -84,13 +84,28 @@ func (b *budget) rate(extra int) float64 {
 // deadline is how long a job gets to checkpoint and exit:
 // checkpoint bytes / bandwidth × 3 (R3), never less than MinDeadline.
 func (p *planner) deadline(j *model.Job) time.Duration {
-	d := p.cfg.Storage.MinDeadline
-	if j.Checkpoint != nil && p.budget.bandwidth > 0 {
-		if c := time.Duration(float64(j.Checkpoint.SizeBytes) / p.budget.bandwidth * 3 * float64(time.Second)); c > d {
+	return stopDeadline(j, p.cfg.Storage.MinDeadline, p.budget.bandwidth)
+}
+
+func stopDeadline(j *model.Job, floor time.Duration, bandwidth float64) time.Duration {
+	d := floor
+	if j.Checkpoint != nil && bandwidth > 0 {
+		if c := time.Duration(float64(j.Checkpoint.SizeBytes) / bandwidth * 3 * float64(time.Second)); c > d {
 			d = c
 		}
 	}
 	return d
+}
+
+// StopDeadline is the time a job gets to checkpoint and exit when it is
+// stopped outside a pass (an operator's choice, a GPU fault), by the same
+// rule a pass uses. bandwidth 0 means unmeasured.
+func StopDeadline(j *model.Job, c Config, bandwidth float64) time.Duration {
+	c = c.withDefaults()
+	if bandwidth <= 0 {
+		bandwidth = c.Storage.Bandwidth
+	}
+	return stopDeadline(j, c.Storage.MinDeadline, bandwidth)
 }
 
 // writeRate is the checkpoint bandwidth a preemption of j takes while in

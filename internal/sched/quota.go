@@ -77,14 +77,23 @@ func (q *quotaBook) admit(j *model.Job, gpus int) (borrowed bool, why *Reason) {
 	return borrowed, nil
 }
 
+// QuotaError refuses a job its quota tree can never admit, naming the
+// scope that refused it.
+type QuotaError struct {
+	Scope   string `json:"scope"`
+	Message string `json:"message"`
+}
+
+func (e *QuotaError) Error() string { return e.Message }
+
 // neverFits says whether a job can never fit its quotas, whatever else runs.
 func (q *quotaBook) neverFits(j *model.Job) error {
 	for _, s := range j.Scopes() {
 		if x, ok := q.quotas[s]; ok && x.MaxGPUs > 0 && j.Shape.GPUs > x.MaxGPUs {
-			return fmt.Errorf("shape.gpus: %d exceeds quota %s's max_gpus of %d", j.Shape.GPUs, s, x.MaxGPUs)
+			return &QuotaError{Scope: s, Message: fmt.Sprintf("gpus: %d exceeds quota %s's max_gpus of %d", j.Shape.GPUs, s, x.MaxGPUs)}
 		}
 		if x, ok := q.quotas[s]; ok && !j.Preemptible && j.Shape.GPUs > x.GuaranteedGPUs {
-			return fmt.Errorf("shape.gpus: %d exceeds quota %s's guaranteed_gpus of %d, and a job that is not preemptible cannot borrow", j.Shape.GPUs, s, x.GuaranteedGPUs)
+			return &QuotaError{Scope: s, Message: fmt.Sprintf("gpus: %d exceeds quota %s's guaranteed_gpus of %d, and a job that is not preemptible cannot borrow", j.Shape.GPUs, s, x.GuaranteedGPUs)}
 		}
 	}
 	return nil

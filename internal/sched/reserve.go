@@ -35,7 +35,7 @@ type Reservation struct {
 	Backfill []string `json:"backfill,omitempty"`
 	// ETA is the estimated time it fills without preemption; zero when
 	// unknown (work with no max_runtime stands in the way).
-	ETA       time.Time `json:"eta,omitempty"`
+	ETA       time.Time `json:"eta,omitzero"`
 	CreatedAt time.Time `json:"created_at"`
 	GPUs      int       `json:"gpus"`
 }

@@ -1,6 +1,7 @@
 package sched_test
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -78,6 +79,10 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 			j.Checkpoint = &model.Checkpoint{Path: "/ckpt", SizeBytes: 1}
 		}
 		if err := sched.Admit(w.state(), j); err != nil {
+			var q *sched.QuotaError
+			if errors.As(err, &q) {
+				return "rejected quota " + q.Scope + ": " + q.Message + "\n", nil
+			}
 			return "rejected " + err.Error() + "\n", nil
 		}
 		return "admitted\n", nil

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/server"
+	"github.com/spf13/cobra"
+)
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "berth")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "berth")
+	}
+	return "berth-data"
+}
+
+func newServerCmd() *cobra.Command {
+	var cfg server.Config
+	var endpoints string
+	var heartbeat, lostAfter time.Duration
+	var logJSON bool
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane: the API over the allocation table in etcd",
+		Long: `berth server serves the /v1 API and, while it holds the leader election,
+runs the control loop: watch the table, plan, apply in one fenced write.
+
+By default it starts an embedded single-member etcd under --data-dir;
+--etcd-endpoints points it at an external etcd cluster instead. On its first
+start it prints an admin token and saves it to <data-dir>/admin.token.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if endpoints != "" {
+				cfg.Endpoints = strings.Split(endpoints, ",")
+			}
+			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+			if logJSON {
+				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			}
+			cfg.Logger = slog.New(h)
+			cfg.Control = control.Config{HeartbeatInterval: heartbeat, LostAfter: lostAfter}
+			out := cmd.OutOrStdout()
+			tokenFile := filepath.Join(cfg.DataDir, "admin.token")
+			cfg.Bootstrap = func(secret string) {
+				if err := server.SaveToken(tokenFile, secret); err != nil {
+					cfg.Logger.Error("saving the admin token", "file", tokenFile, "err", err)
+				}
+				fmt.Fprintf(out, "admin token (shown once; saved to %s):\n  %s\n", tokenFile, secret)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			in, err := server.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "berth server on http://%s (data %s)\n", in.Addr, cfg.DataDir)
+			<-ctx.Done()
+			fmt.Fprintln(out, "stopping")
+			return in.Stop()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to serve the API on")
+	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "where the embedded etcd keeps the table")
+	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded member)")
+	f.StringVar(&cfg.Name, "name", "", "this server's name in the election and the embedded etcd cluster")
+	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", "", "embedded etcd client URL (default: a free loopback port)")
+	f.StringVar(&cfg.EtcdPeerURL, "etcd-peer-url", "", "embedded etcd peer URL (default: a free loopback port)")
+	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "embedded etcd initial cluster, name=peerURL,... (for several berth servers)")
+	f.DurationVar(&cfg.ElectionTTL, "election-ttl", 10*time.Second, "leader lease: a crashed leader is replaced after this")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "and this key")
+	f.DurationVar(&heartbeat, "heartbeat-interval", 5*time.Second, "how often agents are told to report")
+	f.DurationVar(&lostAfter, "lost-after", 0, "silence after which a node is lost and its work requeued (default 12 heartbeat intervals)")
+	f.BoolVar(&logJSON, "log-json", false, "log (and audit) as JSON")
+	return cmd
+}

@@ -1,0 +1,50 @@
+package api
+
+import "github.com/berthsched/berth/internal/model"
+
+// ValidateHeartbeat checks a node report before it touches the table.
+func ValidateHeartbeat(h *Heartbeat) error {
+	switch {
+	case h.NodeID == "":
+		return Invalid("node_id", "required")
+	case len(h.NodeID) > 253:
+		return Invalid("node_id", "at most 253 characters")
+	case h.BootEpoch == 0:
+		return Invalid("boot_epoch", "required: a counter the agent persists and increments at every start")
+	case h.GPUs < 1 || h.GPUs > model.MaxGPUsPerNode:
+		return Invalid("gpus", "%d: expected 1 to %d", h.GPUs, model.MaxGPUsPerNode)
+	case h.Model == "":
+		return Invalid("model", "required: the GPU model, e.g. H100")
+	case h.CPUMilli < 0:
+		return Invalid("cpu_milli", "%d: must not be negative", h.CPUMilli)
+	case h.MemoryMiB < 0:
+		return Invalid("memory_mib", "%d: must not be negative", h.MemoryMiB)
+	case len(h.GPUUUIDs) > 0 && len(h.GPUUUIDs) != h.GPUs:
+		return Invalid("gpu_uuids", "%d UUIDs for %d GPUs", len(h.GPUUUIDs), h.GPUs)
+	}
+	n := model.Node{ID: h.NodeID, GPUs: h.GPUs, Links: h.Links}
+	if err := n.Validate(); err != nil {
+		return Invalid("links", "%s", err.Error())
+	}
+	for i, f := range h.Faults {
+		if f.GPU < -1 || f.GPU >= h.GPUs {
+			return Invalid("faults", "[%d].gpu: %d is not a GPU of this node (0-%d, or -1 for the node)", i, f.GPU, h.GPUs-1)
+		}
+		switch f.Kind {
+		case "xid", "ecc", "lost", "nvml":
+		default:
+			return Invalid("faults", "[%d].kind: %q: expected xid, ecc, lost or nvml", i, f.Kind)
+		}
+	}
+	for i, a := range h.Allocations {
+		if a.ID == "" {
+			return Invalid("allocations", "[%d].id: required", i)
+		}
+		switch a.State {
+		case model.ActualStarting, model.ActualRunning, model.ActualStopping, model.ActualExited:
+		default:
+			return Invalid("allocations", "[%d].state: %q: expected starting, running, stopping or exited", i, a.State)
+		}
+	}
+	return nil
+}

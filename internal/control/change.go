@@ -1,0 +1,301 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
+	"github.com/berthsched/berth/internal/store"
+)
+
+// change gathers the writes of one transaction. Every object it modifies
+// is read from the cache once, and the transaction is made conditional on
+// that object not having changed since: optimistic concurrency, so two
+// writers of one leader (the loop, a heartbeat, an API call) never
+// overwrite each other's work; the loser retries on the new table.
+type change struct {
+	c      *Controller
+	txn    *store.Txn
+	now    time.Time
+	nodes  map[string]*model.Node
+	jobs   map[string]*model.Job
+	deps   map[string]*model.Deployment
+	allocs map[string]*model.Allocation // nil value: deleted
+	order  []string                     // alloc ids in first-touch order
+	// base holds each loaded object's stored bytes: flush writes only
+	// what differs, so a read-only look costs no write.
+	base   map[string][]byte
+	writes int
+}
+
+func (c *Controller) newChange(w *store.Writer, now time.Time) *change {
+	return &change{c: c, txn: w.Txn(), now: now, nodes: map[string]*model.Node{}, jobs: map[string]*model.Job{},
+		deps: map[string]*model.Deployment{}, allocs: map[string]*model.Allocation{}, base: map[string][]byte{}}
+}
+
+func load[T any](ch *change, k store.Kind, id string) (*T, bool) {
+	var out T
+	var rev int64
+	var raw []byte
+	ok := false
+	ch.c.st.Cache().Read(func(v store.View) {
+		if e, found := v.Get(k, id); found {
+			// A fresh decode, not a copy of the cached object: slices
+			// (a job's history) must not share memory with the cache.
+			ok = json.Unmarshal(e.Value, &out) == nil
+			rev, raw = e.ModRev, e.Value
+		}
+	})
+	if !ok {
+		return nil, false
+	}
+	ch.base[string(k)+"/"+id] = raw
+	ch.txn.Unchanged(k, id, rev)
+	return &out, true
+}
+
+// node returns the node for modification; nil if unknown.
+func (ch *change) node(id string) *model.Node {
+	if n, ok := ch.nodes[id]; ok {
+		return n
+	}
+	n, ok := load[model.Node](ch, store.Nodes, id)
+	if !ok {
+		return nil
+	}
+	ch.nodes[id] = n
+	return n
+}
+
+// newNode records a node created by this change.
+func (ch *change) newNode(n model.Node) *model.Node {
+	ch.txn.Unchanged(store.Nodes, n.ID, 0) // still absent
+	ch.nodes[n.ID] = &n
+	return &n
+}
+
+func (ch *change) job(id string) *model.Job {
+	if j, ok := ch.jobs[id]; ok {
+		return j
+	}
+	j, ok := load[model.Job](ch, store.Jobs, id)
+	if !ok {
+		return nil
+	}
+	ch.jobs[id] = j
+	return j
+}
+
+func (ch *change) deployment(id string) *model.Deployment {
+	if d, ok := ch.deps[id]; ok {
+		return d
+	}
+	d, ok := load[model.Deployment](ch, store.Deployments, id)
+	if !ok {
+		return nil
+	}
+	ch.deps[id] = d
+	return d
+}
+
+// alloc returns an allocation for modification; nil if absent or deleted
+// by this change.
+func (ch *change) alloc(id string) *model.Allocation {
+	if a, ok := ch.allocs[id]; ok {
+		return a
+	}
+	a, ok := load[model.Allocation](ch, store.Allocations, id)
+	if !ok {
+		return nil
+	}
+	ch.allocs[id] = a
+	ch.order = append(ch.order, id)
+	return a
+}
+
+// addAlloc creates an allocation.
+func (ch *change) addAlloc(a model.Allocation) {
+	ch.txn.Create(store.Allocations, a.ID, a)
+	ch.writes++
+}
+
+// allocsOf lists an owner's allocations as this change sees them.
+func (ch *change) allocsOf(owner string) []*model.Allocation {
+	var ids []string
+	ch.c.st.Cache().Read(func(v store.View) {
+		for _, a := range v.AllocationsOf(owner) {
+			ids = append(ids, a.ID)
+		}
+	})
+	var out []*model.Allocation
+	for _, id := range ids {
+		if a := ch.alloc(id); a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// allocsOn lists a node's allocations as this change sees them.
+func (ch *change) allocsOn(node string) []*model.Allocation {
+	var ids []string
+	ch.c.st.Cache().Read(func(v store.View) {
+		for _, a := range v.AllocationsOn(node) {
+			ids = append(ids, a.ID)
+		}
+	})
+	var out []*model.Allocation
+	for _, id := range ids {
+		if a := ch.alloc(id); a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// stop asks an allocation to stop by a deadline, for a reason. A stop
+// already in flight keeps its earlier deadline.
+func (ch *change) stop(a *model.Allocation, reason string, deadline time.Time) {
+	if a.Stopping {
+		if deadline.Before(a.StopDeadline) {
+			a.StopDeadline = deadline
+		}
+		return
+	}
+	a.Stopping, a.StopDeadline, a.StopReason = true, deadline, reason
+}
+
+// stopDeadline is how long the owner of a gets to exit cleanly.
+func (ch *change) stopDeadline(a *model.Allocation) time.Time {
+	if a.OwnerKind != model.OwnerInference {
+		if j := ch.job(a.OwnerID); j != nil {
+			return ch.now.Add(sched.StopDeadline(j, ch.c.schedConfig(), 0))
+		}
+	}
+	return ch.now.Add(ch.c.cfg.StopGrace)
+}
+
+// gone removes an allocation whose process is gone (exited, or its node
+// lost or restarted) and settles its job: when the last allocation of a
+// job is gone, the job completes, fails, is cancelled or goes back to the
+// queue, by why its allocations stopped. cause is the stop reason when the
+// allocation was not already stopping.
+func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint string) {
+	ch.allocs[a.ID] = nil
+	if a.OwnerKind == model.OwnerInference {
+		return
+	}
+	j := ch.job(a.OwnerID)
+	if j == nil || j.State.Terminal() && j.State != model.JobCancelled {
+		return
+	}
+	reason := cause
+	if a.Stopping && a.StopReason != "" {
+		reason = a.StopReason
+	}
+	if checkpoint != "" {
+		j.Restore, j.LastCheckpointAt = checkpoint, ch.now
+	}
+	j.Record(ch.now, "allocation_gone", fmt.Sprintf("%s on %s: %s, exit %d", a.ID, a.NodeID, reason, exit))
+	var rest []*model.Allocation
+	for _, o := range ch.allocsOf(a.OwnerID) {
+		if o.ID != a.ID {
+			rest = append(rest, o)
+		}
+	}
+	failed := reason == "exited" && exit != 0 || reason == "gang_failed"
+	if len(rest) > 0 {
+		// A gang that lost a member cannot make progress: the rest
+		// checkpoint and exit. If the member failed, the job fails; if
+		// it was lost, the job goes back whole.
+		switch {
+		case failed:
+			for _, o := range rest {
+				ch.stop(o, "gang_failed", ch.stopDeadline(o))
+			}
+		case requeues(reason):
+			for _, o := range rest {
+				ch.stop(o, "gang_broken", ch.stopDeadline(o))
+			}
+		}
+		return
+	}
+	switch {
+	case j.State == model.JobCancelled:
+		return
+	case reason == "exited" && exit == 0:
+		j.State, j.FinishedAt = model.JobCompleted, ch.now
+		j.Record(ch.now, "completed", "")
+	case failed:
+		j.State, j.FinishedAt = model.JobFailed, ch.now
+		j.Record(ch.now, "failed", fmt.Sprintf("%s, exit %d on %s", reason, exit, a.NodeID))
+	default:
+		if reason == "preempted" || reason == "backfill_yield" {
+			j.PreemptCount++
+		}
+		j.State, j.QueuedAt, j.StartedAt = model.JobPending, ch.now, time.Time{}
+		j.Record(ch.now, "requeued", reason)
+	}
+}
+
+// requeues reports whether a stop reason sends the job back to the queue
+// (as opposed to ending it).
+func requeues(reason string) bool {
+	switch reason {
+	case "exited", "cancelled", "gang_failed":
+		return false
+	}
+	return true
+}
+
+// empty reports whether the change writes nothing.
+func (ch *change) empty() bool { return ch.flush().Len() == 0 }
+
+// flush turns the gathered modifications into the transaction's writes.
+// Safe to call more than once: only the first adds writes.
+func (ch *change) flush() *store.Txn {
+	if ch.writes < 0 {
+		return ch.txn
+	}
+	for _, id := range sortedKeys(ch.nodes) {
+		ch.put(store.Nodes, id, ch.nodes[id])
+	}
+	for _, id := range sortedKeys(ch.jobs) {
+		ch.put(store.Jobs, id, ch.jobs[id])
+	}
+	for _, id := range sortedKeys(ch.deps) {
+		ch.put(store.Deployments, id, ch.deps[id])
+	}
+	for _, id := range ch.order {
+		if a := ch.allocs[id]; a == nil {
+			ch.txn.Delete(store.Allocations, id)
+		} else {
+			ch.put(store.Allocations, id, a)
+		}
+	}
+	ch.writes = -1
+	return ch.txn
+}
+
+// put writes v unless it encodes to what was loaded.
+func (ch *change) put(k store.Kind, id string, v any) {
+	if base, ok := ch.base[string(k)+"/"+id]; ok {
+		if b, err := json.Marshal(v); err == nil && bytes.Equal(b, base) {
+			return
+		}
+	}
+	ch.txn.Put(k, id, v)
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

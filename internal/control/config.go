@@ -1,0 +1,74 @@
+package control
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/berthsched/berth/internal/sched"
+)
+
+// Config tunes the control loop. Zero fields take the documented defaults.
+type Config struct {
+	Sched sched.Config
+	// HeartbeatInterval is what agents are told to use; default 5 s.
+	HeartbeatInterval time.Duration
+	// SuspectAfter without a heartbeat a node is suspect (no new work);
+	// default 3 intervals.
+	SuspectAfter time.Duration
+	// LostAfter without a heartbeat a node is lost and its work requeued;
+	// default 12 intervals (one minute). This is the grace.
+	LostAfter time.Duration
+	// MassLossFraction: when more than this share of nodes are silent at
+	// once, the control plane suspects its own network and declares none
+	// lost; default 0.5 (only with at least MassLossMin nodes).
+	MassLossFraction float64
+	MassLossMin      int
+	// Tick re-runs the loop without a table change (deadlines, liveness);
+	// default 1 s.
+	Tick time.Duration
+	// StopGrace is the deadline for stops that are not preemptions
+	// (scale-down, relocation, cancel of non-preemptible work); default 30 s.
+	StopGrace time.Duration
+	Clock     func() time.Time
+	Logger    *slog.Logger
+	Metrics   Observer
+}
+
+// Observer receives what the loop measures; the server wires it to
+// Prometheus. Nil methods are not called.
+type Observer interface {
+	PlanDone(d time.Duration)
+	ApplyDone(d time.Duration, err error)
+	HeartbeatLag(d time.Duration)
+}
+
+func (c Config) withDefaults() Config {
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.SuspectAfter == 0 {
+		c.SuspectAfter = 3 * c.HeartbeatInterval
+	}
+	if c.LostAfter == 0 {
+		c.LostAfter = 12 * c.HeartbeatInterval
+	}
+	if c.MassLossFraction == 0 {
+		c.MassLossFraction = 0.5
+	}
+	if c.MassLossMin == 0 {
+		c.MassLossMin = 4
+	}
+	if c.Tick == 0 {
+		c.Tick = time.Second
+	}
+	if c.StopGrace == 0 {
+		c.StopGrace = 30 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

@@ -1,0 +1,143 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/berthsched/berth/internal/sched"
+	"github.com/berthsched/berth/internal/store"
+)
+
+// ErrNotLeader means this process does not hold the election; the write
+// belongs to the leader.
+var ErrNotLeader = errors.New("this server is not the leader")
+
+// ErrLostLeadership ends Lead when the election lease is gone.
+var ErrLostLeadership = errors.New("leadership lost")
+
+// Controller is the control loop and the table's mutations.
+type Controller struct {
+	st  *store.Store
+	cfg Config
+	log *slog.Logger
+
+	mu sync.RWMutex
+	w  *store.Writer // nil unless leading
+
+	live  *liveness
+	last  atomic.Pointer[Snapshot]
+	kick  chan struct{}
+	admit admitCache
+}
+
+// Snapshot is what the last pass decided, for reads: pending reasons,
+// reservations, the topology as decided.
+type Snapshot struct {
+	At       time.Time
+	Rev      int64
+	Decision sched.Decision
+	// Pending indexes Decision.Pending by owner id.
+	Pending map[string]*sched.Pending
+	// Reservations indexes Decision.Reservations by owner id.
+	Reservations map[string]*sched.Reservation
+	PlanTime     time.Duration
+}
+
+// New builds a controller over a store. It does nothing until Lead.
+func New(st *store.Store, cfg Config) *Controller {
+	cfg = cfg.withDefaults()
+	return &Controller{st: st, cfg: cfg, log: cfg.Logger, live: newLiveness(), kick: make(chan struct{}, 1)}
+}
+
+// Config is the effective configuration, defaults applied.
+func (c *Controller) Config() Config { return c.cfg }
+
+// Store is the table the controller works on.
+func (c *Controller) Store() *store.Store { return c.st }
+
+// Last is the last pass's snapshot; nil before the first.
+func (c *Controller) Last() *Snapshot { return c.last.Load() }
+
+// Writer is the current writer, or ErrNotLeader.
+func (c *Controller) Writer() (*store.Writer, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.w == nil {
+		return nil, ErrNotLeader
+	}
+	return c.w, nil
+}
+
+// Leading reports whether this controller holds the election.
+func (c *Controller) Leading() bool {
+	_, err := c.Writer()
+	return err == nil
+}
+
+// Kick asks for a pass now.
+func (c *Controller) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Lead runs the loop while l holds: on every table change and every tick,
+// one pass. It returns when ctx ends or leadership is lost.
+func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
+	w := l.Writer()
+	c.live.reset(c.cfg.Clock())
+	c.mu.Lock()
+	c.w = w
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.w = nil
+		c.mu.Unlock()
+	}()
+	changed, stop := c.st.Cache().Subscribe()
+	defer stop()
+	tick := time.NewTicker(c.cfg.Tick)
+	defer tick.Stop()
+	c.log.Info("leading", "fence", w.Fence(), "id", l.ID())
+	for {
+		t0 := time.Now()
+		err := c.pass(ctx, w)
+		// Leave the CPU to the API for as long as the pass took (up to
+		// 100 ms): a burst of submits then costs a few passes, not one
+		// pass per submit, and the loop never takes more than half.
+		time.Sleep(min(time.Since(t0), 100*time.Millisecond))
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			return ErrLostLeadership
+		case errors.Is(err, store.ErrConflict):
+			continue // the table moved under the pass: decide again
+		case err != nil && ctx.Err() == nil:
+			c.log.Warn("control pass", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.Done():
+			return ErrLostLeadership
+		case <-changed:
+		case <-tick.C:
+		case <-c.kick:
+		}
+	}
+}
+
+// newID makes an id that sorts by creation time: prefix, milliseconds in
+// base 36, and 4 random bytes so that ids made in one millisecond differ.
+func newID(prefix string, now time.Time) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return prefix + "-" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,225 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
+	"github.com/berthsched/berth/internal/store"
+)
+
+// Documents: the scheduler's own state between passes.
+const (
+	docReservations = "reservations"
+	docRelocations  = "relocations"
+	docPreemptions  = "preemptions"
+	docConfig       = "config"
+)
+
+// relocation is a defragmentation move in flight: the new copy's
+// allocations, and when it started.
+type relocation struct {
+	sched.Relocation
+	New       []string  `json:"new_allocations"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Overrides are configuration an operator changed through the API (a
+// page's raise_budget); they live in the table so every leader sees them.
+type Overrides struct {
+	PageBudget float64 `json:"page_budget,omitempty"`
+}
+
+// input is one consistent read of the table.
+type input struct {
+	rev         int64
+	state       sched.State
+	relocations []relocation
+	raw         map[string][]byte // docs as stored
+	alerts      map[string]AlertRecord
+}
+
+func readDoc[T any](v store.View, id string, out *T) []byte {
+	if e, ok := v.Get(store.Docs, id); ok {
+		json.Unmarshal(e.Value, out)
+		return e.Value
+	}
+	return nil
+}
+
+// read builds the scheduler's State from the cache.
+func (c *Controller) read() *input {
+	in := &input{raw: map[string][]byte{}, alerts: map[string]AlertRecord{}}
+	s := &in.state
+	c.st.Cache().Read(func(v store.View) {
+		in.rev = v.Rev()
+		s.Nodes = make([]model.Node, 0, v.Len(store.Nodes))
+		v.Each(store.Nodes, func(_ string, e store.Entry) { s.Nodes = append(s.Nodes, e.Obj.(model.Node)) })
+		s.Allocations = make([]model.Allocation, 0, v.Len(store.Allocations))
+		v.Each(store.Allocations, func(_ string, e store.Entry) {
+			s.Allocations = append(s.Allocations, e.Obj.(model.Allocation))
+		})
+		v.Each(store.Jobs, func(_ string, e store.Entry) {
+			if j := e.Obj.(model.Job); !j.State.Terminal() {
+				s.Jobs = append(s.Jobs, j)
+			}
+		})
+		v.Each(store.Deployments, func(_ string, e store.Entry) {
+			s.Deployments = append(s.Deployments, e.Obj.(model.Deployment))
+		})
+		v.Each(store.Quotas, func(_ string, e store.Entry) { s.Quotas = append(s.Quotas, e.Obj.(model.Quota)) })
+		v.Each(store.Alerts, func(id string, e store.Entry) {
+			var a AlertRecord
+			if json.Unmarshal(e.Value, &a) == nil {
+				in.alerts[id] = a
+			}
+		})
+		in.raw[docReservations] = readDoc(v, docReservations, &s.Reservations)
+		in.raw[docRelocations] = readDoc(v, docRelocations, &in.relocations)
+		in.raw[docPreemptions] = readDoc(v, docPreemptions, &s.RecentPreemptions)
+	})
+	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].ID < s.Nodes[j].ID })
+	sort.Slice(s.Allocations, func(i, j int) bool { return s.Allocations[i].ID < s.Allocations[j].ID })
+	sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].ID < s.Jobs[j].ID })
+	sort.Slice(s.Deployments, func(i, j int) bool { return s.Deployments[i].ID < s.Deployments[j].ID })
+	sort.Slice(s.Quotas, func(i, j int) bool { return s.Quotas[i].Scope < s.Quotas[j].Scope })
+	for _, r := range in.relocations {
+		s.Relocations = append(s.Relocations, r.Relocation)
+	}
+	s.Config = c.schedConfig()
+	return in
+}
+
+// schedConfig is the configured scheduler config with the table's
+// overrides applied.
+func (c *Controller) schedConfig() sched.Config {
+	cfg := c.cfg.Sched
+	var o Overrides
+	c.st.Cache().Read(func(v store.View) { readDoc(v, docConfig, &o) })
+	if o.PageBudget > 0 {
+		cfg.Budget.Page = o.PageBudget
+	}
+	return cfg
+}
+
+// pass is one turn of the loop: housekeeping first (liveness, deadlines,
+// relocations that finished); if that wrote anything the next pass plans
+// on the new table. Otherwise plan and apply.
+func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
+	now := c.cfg.Clock()
+	in := c.read()
+	ch := c.newChange(w, now)
+	mass := c.checkLiveness(ch, in.state.Nodes)
+	c.checkDeadlines(ch, in.state.Allocations)
+	relocs, relocsChanged := c.checkRelocations(ch, in)
+	if relocsChanged {
+		putDoc(ch, in, docRelocations, relocs)
+	}
+	if !ch.empty() {
+		t0 := time.Now()
+		_, err := w.Commit(ctx, ch.txn)
+		c.observeApply(time.Since(t0), err)
+		return err
+	}
+	t0 := time.Now()
+	d := sched.Plan(in.state, now)
+	planTime := time.Since(t0)
+	if mass != nil {
+		d.Alerts = append(d.Alerts, *mass)
+	}
+	if m := c.cfg.Metrics; m != nil {
+		m.PlanDone(planTime)
+	}
+	c.remember(in, d, now, planTime)
+	ch = c.newChange(w, now)
+	c.apply(ch, in, d)
+	if ch.empty() {
+		return nil
+	}
+	t0 = time.Now()
+	_, err := w.Commit(ctx, ch.txn)
+	c.observeApply(time.Since(t0), err)
+	return err
+}
+
+func (c *Controller) observeApply(d time.Duration, err error) {
+	if m := c.cfg.Metrics; m != nil {
+		m.ApplyDone(d, err)
+	}
+}
+
+func (c *Controller) remember(in *input, d sched.Decision, now time.Time, planTime time.Duration) {
+	s := &Snapshot{At: now, Rev: in.rev, Decision: d, Pending: map[string]*sched.Pending{},
+		Reservations: map[string]*sched.Reservation{}, PlanTime: planTime}
+	for i := range d.Pending {
+		if d.Pending[i].Kind != model.OwnerInference {
+			s.Pending[d.Pending[i].OwnerID] = &d.Pending[i]
+		} else if _, ok := s.Pending[d.Pending[i].OwnerID]; !ok {
+			s.Pending[d.Pending[i].OwnerID] = &d.Pending[i]
+		}
+	}
+	for i := range d.Reservations {
+		s.Reservations[d.Reservations[i].Owner] = &d.Reservations[i]
+	}
+	c.last.Store(s)
+}
+
+// checkDeadlines turns a stop whose deadline passed into a kill. The
+// allocation stays until the agent confirms the exit.
+func (c *Controller) checkDeadlines(ch *change, allocs []model.Allocation) {
+	for i := range allocs {
+		a := &allocs[i]
+		if a.Stopping && !a.Killing && !a.StopDeadline.IsZero() && ch.now.After(a.StopDeadline) {
+			if m := ch.alloc(a.ID); m != nil {
+				m.Killing = true
+			}
+		}
+	}
+}
+
+// checkRelocations finishes moves whose new copy runs (make before break:
+// only then does the old copy stop) and drops moves whose new copy is gone.
+func (c *Controller) checkRelocations(ch *change, in *input) ([]relocation, bool) {
+	var keep []relocation
+	changed := false
+	exists := map[string]bool{}
+	for _, a := range in.state.Allocations {
+		exists[a.ID] = true
+	}
+	for _, r := range in.relocations {
+		ready, gone := true, false
+		for _, id := range r.New {
+			if !exists[id] {
+				gone = true
+			} else if !c.live.running(id) {
+				ready = false
+			}
+		}
+		switch {
+		case gone:
+			changed = true
+		case ready:
+			for _, id := range r.From {
+				if a := ch.alloc(id); a != nil {
+					ch.stop(a, "relocated", ch.now.Add(c.cfg.StopGrace))
+				}
+			}
+			changed = true
+		default:
+			keep = append(keep, r)
+		}
+	}
+	return keep, changed
+}
+
+// putDoc writes a document if it differs from what was read.
+func putDoc(ch *change, in *input, id string, v any) {
+	b, err := json.Marshal(v)
+	if err == nil && string(b) == string(in.raw[id]) {
+		return
+	}
+	ch.txn.Put(store.Docs, id, v)
+}

@@ -1,0 +1,141 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/client"
+	"github.com/berthsched/berth/internal/model"
+)
+
+// HeartbeatResult is what a sustained heartbeat run measured.
+type HeartbeatResult struct {
+	Sent     int64
+	Failed   int64
+	Duration time.Duration
+	// Latency is each heartbeat's round trip.
+	Latency Latencies
+	// Lag is heartbeat-to-decision: from the heartbeat that reports an
+	// allocation exited to the job waiting for its GPUs being bound.
+	Lag Latencies
+}
+
+// Rate is heartbeats per second achieved.
+func (r HeartbeatResult) Rate() float64 { return float64(r.Sent) / r.Duration.Seconds() }
+
+// Heartbeats keeps n registered nodes heartbeating every interval for
+// duration, spread evenly over the interval, with workers senders; and
+// meanwhile runs lag probes once a second on a dedicated probe node.
+func Heartbeats(ctx context.Context, c *client.Client, n, perPod int, interval, duration time.Duration, workers int) (HeartbeatResult, error) {
+	var res HeartbeatResult
+	ctx, cancel := context.WithTimeout(ctx, duration)
+	defer cancel()
+	work := make(chan int, workers*4)
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for i := range work {
+				s := time.Now()
+				if _, err := c.Heartbeat(context.Background(), nodeReport(i, perPod)); err != nil {
+					atomic.AddInt64(&res.Failed, 1)
+					continue
+				}
+				atomic.AddInt64(&res.Sent, 1)
+				mine = append(mine, time.Since(s))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	lagCh := make(chan []time.Duration, 1)
+	go func() { lagCh <- probeLag(ctx, c) }()
+	t0 := time.Now()
+	// Each tick sends what the schedule owes by now: n nodes per
+	// interval, evenly, however coarse the ticker is.
+	perSec := float64(n) / interval.Seconds()
+	tick := time.NewTicker(time.Millisecond)
+	i := 0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			owed := int(time.Since(t0).Seconds()*perSec) - i
+			for k := 0; k < owed; k++ {
+				select {
+				case work <- i % n:
+				default:
+					atomic.AddInt64(&res.Failed, 1) // the senders cannot keep up
+				}
+				i++
+			}
+		}
+	}
+	_ = i
+	tick.Stop()
+	close(work)
+	wg.Wait()
+	res.Duration = time.Since(t0)
+	res.Latency = summarize(lat)
+	res.Lag = summarize(<-lagCh)
+	return res, nil
+}
+
+// probeLag measures heartbeat-to-decision once a second: a 1-GPU probe
+// node runs job A while job B waits for that GPU; the node reports A
+// exited, and the lag runs until B is bound.
+func probeLag(ctx context.Context, c *client.Client) []time.Duration {
+	// A model of its own per run, so nothing else ever lands there.
+	run := fmt.Sprintf("%d", time.Now().UnixNano())
+	probe := api.Heartbeat{NodeID: "lg-probe-" + run, BootEpoch: 1, Pod: "lg-probe", Model: "PROBE-" + run, GPUs: 1, CPUMilli: 1000, MemoryMiB: 1024}
+	if _, err := c.Heartbeat(ctx, probe); err != nil {
+		return nil
+	}
+	submit := func(name string) string {
+		acc, err := c.SubmitJob(ctx, api.JobRequest{Name: name, GPUs: 1, Topology: "node", GPUModel: probe.Model, Command: []string{"true"}}, "")
+		if err != nil {
+			return ""
+		}
+		return acc.JobID
+	}
+	var out []time.Duration
+	running := submit("probe-0")
+	for k := 1; ctx.Err() == nil; k++ {
+		if running == "" || waitRunning(ctx, c, running, 5*time.Millisecond, 10*time.Second) != nil {
+			return out
+		}
+		next := submit(fmt.Sprintf("probe-%d", k))
+		j, err := c.Job(ctx, running)
+		if err != nil || len(j.Allocations) == 0 || next == "" {
+			return out
+		}
+		time.Sleep(200 * time.Millisecond) // let B settle into the queue
+		rep := probe
+		rep.Allocations = []model.ActualAlloc{{ID: j.Allocations[0].ID, State: model.ActualExited}}
+		t0 := time.Now()
+		if _, err := c.Heartbeat(ctx, rep); err != nil {
+			return out
+		}
+		if waitRunning(ctx, c, next, 2*time.Millisecond, 10*time.Second) != nil {
+			return out
+		}
+		out = append(out, time.Since(t0))
+		running = next
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return out
+}

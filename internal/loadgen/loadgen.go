@@ -1,0 +1,161 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/client"
+	"github.com/berthsched/berth/internal/model"
+)
+
+// Latencies summarizes a sample.
+type Latencies struct {
+	N                  int
+	P50, P90, P99, Max time.Duration
+}
+
+func summarize(d []time.Duration) Latencies {
+	if len(d) == 0 {
+		return Latencies{}
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return Latencies{N: len(d), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: d[len(d)-1]}
+}
+
+func (l Latencies) String() string {
+	return fmt.Sprintf("n=%d p50=%s p90=%s p99=%s max=%s", l.N, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
+
+// Register makes n nodes known (first-contact heartbeats), in pods of
+// perPod nodes, 8 GPUs each.
+func Register(ctx context.Context, c *client.Client, n, perPod, workers int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if _, err := c.Heartbeat(ctx, nodeReport(i, perPod)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func nodeReport(i, perPod int) api.Heartbeat {
+	return api.Heartbeat{NodeID: fmt.Sprintf("lg-n%05d", i), BootEpoch: 1, Pod: fmt.Sprintf("lg-p%03d", i/perPod),
+		Model: "H100", GPUs: 8, CPUMilli: 128000, MemoryMiB: 1 << 20}
+}
+
+// Submit runs clients concurrent submitters until total jobs are in and
+// returns the latency of each POST /v1/jobs. rate > 0 paces the clients
+// to that many submits a second in all (open loop: each client waits its
+// turn, as users at keyboards do); 0 runs them flat out (closed loop,
+// which measures saturation instead).
+func Submit(ctx context.Context, c *client.Client, clients, total int, rate float64) (Latencies, time.Duration, error) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var mine []time.Duration
+			var every time.Duration
+			if rate > 0 {
+				every = time.Duration(float64(clients) / rate * float64(time.Second))
+				time.Sleep(every * time.Duration(w) / time.Duration(clients)) // stagger
+			}
+			start := time.Now()
+			for k := 0; ; k++ {
+				if every > 0 {
+					time.Sleep(time.Until(start.Add(every * time.Duration(k))))
+				}
+				i := int(next.Add(1))
+				if i > total || ctx.Err() != nil {
+					break
+				}
+				s := time.Now()
+				_, err := c.SubmitJob(ctx, api.JobRequest{Name: fmt.Sprintf("lg-%d", i), Team: "load", GPUs: 1, Topology: "any",
+					Command: []string{"true"}}, "")
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					break
+				}
+				mine = append(mine, time.Since(s))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	return summarize(all), time.Since(t0), firstErr
+}
+
+// Bind measures submit-to-running on an idle cluster: one job at a time,
+// polling its state every pollEvery.
+func Bind(ctx context.Context, c *client.Client, samples int, pollEvery time.Duration) (Latencies, error) {
+	var all []time.Duration
+	for i := 0; i < samples; i++ {
+		t0 := time.Now()
+		acc, err := c.SubmitJob(ctx, api.JobRequest{Name: fmt.Sprintf("bind-%d", i), GPUs: 1, Topology: "node",
+			Command: []string{"true"}}, "")
+		if err != nil {
+			return Latencies{}, err
+		}
+		if err := waitRunning(ctx, c, acc.JobID, pollEvery, 30*time.Second); err != nil {
+			return Latencies{}, err
+		}
+		all = append(all, time.Since(t0))
+		if _, err := c.CancelJob(ctx, acc.JobID); err != nil {
+			return Latencies{}, err
+		}
+	}
+	return summarize(all), nil
+}
+
+func waitRunning(ctx context.Context, c *client.Client, id string, every, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		j, err := c.Job(ctx, id)
+		if err != nil {
+			return err
+		}
+		if j.State == model.JobRunning {
+			return nil
+		}
+		time.Sleep(every)
+	}
+	return fmt.Errorf("job %s not running after %s", id, limit)
+}
+
+// Report prints a figure.
+func Report(w io.Writer, name string, l Latencies) { fmt.Fprintf(w, "%-28s %s\n", name, l) }

@@ -1,0 +1,87 @@
+package model
+
+import "time"
+
+// NodeReport is what a node agent says in each heartbeat: who it is
+// (node id and boot epoch, R5), what it has, how healthy it is, and what
+// actually runs there. The control plane answers with NodeOrders.
+type NodeReport struct {
+	NodeID    string `json:"node_id"`
+	BootEpoch uint64 `json:"boot_epoch"`
+	BootID    string `json:"boot_id,omitempty"`
+	Pod       string `json:"pod"`
+	Pool      string `json:"pool,omitempty"`
+	Model     string `json:"model"`
+	GPUs      int    `json:"gpus"`
+	CPUMilli  int64  `json:"cpu_milli"`
+	MemoryMiB int64  `json:"memory_mib"`
+	// GPUUUIDs lists the GPUs by index, when the backend knows them.
+	GPUUUIDs []string    `json:"gpu_uuids,omitempty"`
+	Links    *LinkMatrix `json:"links,omitempty"`
+	// Faults are GPU faults seen since the last accepted report.
+	Faults      []GPUFault    `json:"faults,omitempty"`
+	Allocations []ActualAlloc `json:"allocations,omitempty"`
+	// Fence is the highest fence the agent has seen.
+	Fence int64 `json:"fence,omitempty"`
+}
+
+// GPUFault is one hardware fault. XID follows NVIDIA's catalogue; GPU is
+// the index, or -1 for the whole node (NVML itself failing).
+type GPUFault struct {
+	GPU     int    `json:"gpu"`
+	XID     int    `json:"xid,omitempty"`
+	Kind    string `json:"kind"` // xid, ecc, lost, nvml
+	Message string `json:"message,omitempty"`
+}
+
+// ActualState is what an agent sees of an allocation's process.
+type ActualState string
+
+const (
+	ActualStarting ActualState = "starting"
+	ActualRunning  ActualState = "running"
+	ActualStopping ActualState = "stopping"
+	ActualExited   ActualState = "exited"
+)
+
+// ActualAlloc is one allocation as the agent sees it.
+type ActualAlloc struct {
+	ID       string      `json:"id"`
+	State    ActualState `json:"state"`
+	ExitCode int         `json:"exit_code,omitempty"`
+	// Killed says the process was SIGKILLed at its deadline rather than
+	// exiting on its own after SIGTERM.
+	Killed bool `json:"killed,omitempty"`
+	// Checkpoint is the checkpoint the process wrote before exiting.
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// NodeOrders is the desired state for one node: what should run there,
+// what must stop and by when, under the writer's fence.
+type NodeOrders struct {
+	NodeID      string         `json:"node_id"`
+	BootEpoch   uint64         `json:"boot_epoch"`
+	Fence       int64          `json:"fence"`
+	Allocations []DesiredAlloc `json:"allocations"`
+	// HeartbeatInterval is how often the server wants to hear from it.
+	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
+}
+
+// DesiredAlloc is one allocation the node should run, or stop.
+type DesiredAlloc struct {
+	ID        string    `json:"id"`
+	OwnerKind OwnerKind `json:"owner_kind"`
+	OwnerID   string    `json:"owner_id"`
+	Replica   int       `json:"replica,omitempty"`
+	GPUs      GPUMask   `json:"gpu_mask"`
+	CPUMilli  int64     `json:"cpu_milli,omitempty"`
+	MemoryMiB int64     `json:"memory_mib,omitempty"`
+	Workload  *Workload `json:"workload,omitempty"`
+	// CheckpointDir and Restore come from the job's checkpoint spec.
+	CheckpointDir string `json:"checkpoint_dir,omitempty"`
+	Restore       string `json:"restore,omitempty"`
+	// Stop asks for SIGTERM now; Kill for SIGKILL (the deadline passed).
+	Stop         bool      `json:"stop,omitempty"`
+	StopDeadline time.Time `json:"stop_deadline,omitzero"`
+	Kill         bool      `json:"kill,omitempty"`
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/control"
+)
+
+// AlertList is GET /v1/alerts.
+type AlertList struct {
+	Alerts []control.AlertRecord `json:"alerts"`
+}
+
+func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	if p.Kind != RoleAdmin {
+		s.fail(w, r, forbidden(p, "role admin"))
+		return
+	}
+	out := AlertList{Alerts: s.ctl.Alerts()}
+	if out.Alerts == nil {
+		out.Alerts = []control.AlertRecord{}
+	}
+	sort.Slice(out.Alerts, func(i, j int) bool {
+		a, b := out.Alerts[i], out.Alerts[j]
+		if (a.ResolvedAt == nil) != (b.ResolvedAt == nil) {
+			return a.ResolvedAt == nil
+		}
+		return a.RaisedAt.After(b.RaisedAt)
+	})
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) getAlert(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	if p.Kind != RoleAdmin {
+		s.fail(w, r, forbidden(p, "role admin"))
+		return
+	}
+	a, ok := s.ctl.Alert(r.PathValue("id"))
+	if !ok {
+		s.fail(w, r, control.ErrNotFound)
+		return
+	}
+	writeJSON(w, 200, a)
+}
+
+func (s *Server) alertAction(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	if p.Kind != RoleAdmin {
+		s.fail(w, r, forbidden(p, "role admin"))
+		return
+	}
+	rec, err := s.ctl.Act(r.Context(), r.PathValue("id"), r.PathValue("action"), p.String())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, rec)
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	if p.Kind != RoleAdmin {
+		s.fail(w, r, forbidden(p, "role admin"))
+		return
+	}
+	var req api.TokenRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.CreateToken(r.Context(), req.Role, req.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	var hb api.Heartbeat
+	if err := decode(w, r, &hb); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if p.Kind != RoleAdmin && !(p.Kind == RoleAgent && p.Scope == hb.NodeID) {
+		s.fail(w, r, forbidden(p, "agent:"+hb.NodeID))
+		return
+	}
+	if err := api.ValidateHeartbeat(&hb); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	orders, err := s.ctl.Heartbeat(r.Context(), hb)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, orders)
+}

@@ -1,0 +1,152 @@
+package server
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/store"
+)
+
+func (s *Server) deploymentView(d model.Deployment) api.Deployment {
+	v := api.Deployment{Deployment: d, Target: d.Target()}
+	replicas, stopping := map[int]bool{}, map[int]bool{}
+	s.st.Cache().Read(func(view store.View) {
+		for _, a := range view.AllocationsOf(d.ID) {
+			if a.Stopping {
+				stopping[a.Replica] = true
+			} else {
+				replicas[a.Replica] = true
+			}
+		}
+	})
+	v.Actual, v.Stopping = len(replicas), len(stopping)
+	if last := s.ctl.Last(); last != nil {
+		if p, ok := last.Pending[d.ID]; ok && v.Actual < v.Target {
+			v.Pending = reasonView(&p.Reason)
+		}
+	}
+	return v
+}
+
+// mayDeploy: admin and the owning team manage; the deployment's
+// autoscaler reads and scales it.
+func mayDeploy(p *Principal, d model.Deployment, scale bool) bool {
+	switch p.Kind {
+	case RoleAdmin:
+		return true
+	case RoleTeam:
+		return p.Scope == d.Team
+	case RoleAutoscaler:
+		return p.Scope == d.ID && scale
+	}
+	return false
+}
+
+func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	if p.Kind != RoleAdmin && p.Kind != RoleTeam {
+		s.fail(w, r, forbidden(p, "role admin or team:<name>"))
+		return
+	}
+	var req api.DeploymentRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if p.Kind == RoleTeam {
+		if req.Team != "" && req.Team != p.Scope {
+			s.fail(w, r, forbidden(p, "team:"+req.Team))
+			return
+		}
+		req.Team = p.Scope
+	}
+	d, err := req.Deployment()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.ctl.CreateDeployment(r.Context(), d)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"deployment_id": out.ID, "deployment": s.deploymentView(out)})
+}
+
+func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	var deps []model.Deployment
+	s.st.Cache().Read(func(v store.View) {
+		v.Each(store.Deployments, func(_ string, e store.Entry) {
+			if d := e.Obj.(model.Deployment); mayDeploy(p, d, true) {
+				deps = append(deps, d)
+			}
+		})
+	})
+	sort.Slice(deps, func(i, j int) bool { return deps[i].ID < deps[j].ID })
+	out := api.DeploymentList{Deployments: []api.Deployment{}}
+	for _, d := range deps {
+		out.Deployments = append(out.Deployments, s.deploymentView(d))
+	}
+	writeJSON(w, 200, out)
+}
+
+// ownedDeployment loads a deployment the principal may act on.
+func (s *Server) ownedDeployment(w http.ResponseWriter, r *http.Request, scale bool) (model.Deployment, bool) {
+	p := principal(r.Context())
+	d, ok := store.Get[model.Deployment](s.st.Cache(), store.Deployments, r.PathValue("id"))
+	switch {
+	case !ok && (p.Kind == RoleAdmin || p.Kind == RoleTeam || p.Kind == RoleAutoscaler && p.Scope == r.PathValue("id")):
+		s.fail(w, r, control.ErrNotFound)
+	case !ok:
+		s.fail(w, r, forbidden(p, "the deployment's team or autoscaler"))
+	case !mayDeploy(p, d, scale):
+		s.fail(w, r, forbidden(p, "team:"+d.Team+" or autoscaler:"+d.ID))
+	default:
+		return d, true
+	}
+	return model.Deployment{}, false
+}
+
+func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {
+	if d, ok := s.ownedDeployment(w, r, true); ok {
+		writeJSON(w, 200, s.deploymentView(d))
+	}
+}
+
+func (s *Server) scaleDeployment(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.ownedDeployment(w, r, true)
+	if !ok {
+		return
+	}
+	var req api.ScaleRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.ctl.ScaleDeployment(r.Context(), d.ID, *req.Desired)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, s.deploymentView(out))
+}
+
+func (s *Server) deleteDeployment(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.ownedDeployment(w, r, false)
+	if !ok {
+		return
+	}
+	if err := s.ctl.DeleteDeployment(r.Context(), d.ID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

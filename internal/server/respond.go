@@ -1,0 +1,78 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/sched"
+	"github.com/berthsched/berth/internal/store"
+)
+
+// maxBody caps request bodies; a job or heartbeat is a few KiB.
+const maxBody = 1 << 20
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// fail answers with the status and body an error deserves.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *api.Error
+	var adm *sched.AdmissionError
+	var conflict *control.ConflictError
+	var quota *sched.QuotaError
+	status := http.StatusInternalServerError
+	body := api.Error{Code: "internal", Message: err.Error()}
+	switch {
+	case errors.As(err, &ae):
+		body = *ae
+		status = map[string]int{"invalid": 400, "unauthorized": 401, "forbidden": 403, "quota": 403,
+			"not_found": 404, "conflict": 409, "not_leader": 503, "unavailable": 503}[ae.Code]
+		if status == 0 {
+			status = 500
+		}
+	case errors.As(err, &quota):
+		status, body = http.StatusForbidden, api.Error{Code: "quota", Field: "gpus", Message: quota.Message, Scope: quota.Scope}
+	case errors.As(err, &adm):
+		status, body = http.StatusBadRequest, api.Error{Code: "invalid", Field: requestField(adm.Field), Message: adm.Message}
+	case errors.As(err, &conflict):
+		status, body = http.StatusConflict, api.Error{Code: "conflict", Message: conflict.Message}
+	case errors.Is(err, control.ErrNotFound):
+		status, body = http.StatusNotFound, api.Error{Code: "not_found", Message: "not found: " + r.URL.Path}
+	case errors.Is(err, control.ErrNotLeader), errors.Is(err, store.ErrFenced):
+		status, body = http.StatusServiceUnavailable, api.Error{Code: "not_leader",
+			Message: "this server is not the leader; retry against the leader", Leader: s.leaderHint(r)}
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, api.ErrorBody{Error: body})
+}
+
+// requestField maps the core's field names onto the request's.
+func requestField(f string) string {
+	switch f {
+	case "shape.gpus":
+		return "gpus"
+	case "shape.topology":
+		return "topology"
+	case "shape.models":
+		return "gpu_model"
+	case "shape.cpu_milli":
+		return "cpu_milli"
+	case "shape.memory_mib":
+		return "memory_mib"
+	}
+	return f
+}
+
+// decode reads a capped, strict JSON body.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return api.Decode(http.MaxBytesReader(w, r.Body, maxBody), v)
+}

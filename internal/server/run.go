@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config is `berth server`'s configuration.
+type Config struct {
+	Listen    string // host:port
+	DataDir   string
+	Endpoints []string // external etcd; empty = embedded
+	// Embedded etcd member settings (for HA among berth servers).
+	Name, EtcdClientURL, EtcdPeerURL, InitialCluster, ClusterState string
+	ElectionTTL                                                    time.Duration
+	TLSCert, TLSKey                                                string
+	Control                                                        control.Config
+	Logger                                                         *slog.Logger
+	// Ready is called with the bound address once serving.
+	Ready func(addr string)
+	// Bootstrap receives the first admin token when this server made it.
+	Bootstrap func(secret string)
+}
+
+// Instance is a running server: for tests and `berth dev`.
+type Instance struct {
+	*Server
+	Store      *store.Store
+	Controller *control.Controller
+	Addr       string
+	httpSrv    *http.Server
+	done       chan error
+	cancel     context.CancelFunc
+}
+
+// Start opens the store, starts serving and campaigning, and returns once
+// the listener is bound. Stop (or ctx) ends it.
+func Start(ctx context.Context, cfg Config) (*Instance, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ElectionTTL == 0 {
+		cfg.ElectionTTL = 10 * time.Second
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:7070"
+	}
+	st, err := store.Open(ctx, store.Config{Endpoints: cfg.Endpoints, DataDir: cfg.DataDir, Name: cfg.Name,
+		ClientURL: cfg.EtcdClientURL, PeerURL: cfg.EtcdPeerURL, InitialCluster: cfg.InitialCluster,
+		ClusterState: cfg.ClusterState, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	addr := ln.Addr().String()
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	cc := cfg.Control
+	cc.Logger, cc.Metrics = cfg.Logger, m
+	ctl := control.New(st, cc)
+	id := cfg.Name
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "/" + addr
+	}
+	srv := New(st, ctl, reg, m, Options{ID: id, Addr: addr, Logger: cfg.Logger})
+	m.Observe(srv)
+	ictx, cancel := context.WithCancel(ctx)
+	in := &Instance{Server: srv, Store: st, Controller: ctl, Addr: addr, cancel: cancel, done: make(chan error, 2),
+		httpSrv: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			cancel()
+			ln.Close()
+			st.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		in.httpSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, in.httpSrv.TLSConfig)
+	}
+	go func() {
+		err := in.httpSrv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		in.done <- err
+	}()
+	go func() { in.done <- srv.Lead(ictx, cfg.ElectionTTL, cfg.Bootstrap) }()
+	if cfg.Ready != nil {
+		cfg.Ready(addr)
+	}
+	return in, nil
+}
+
+// Stop shuts the server down: HTTP, the loop (resigning leadership so a
+// follower takes over at once), the store.
+func (in *Instance) Stop() error {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := in.httpSrv.Shutdown(sctx)
+	in.cancel()
+	for i := 0; i < 2; i++ {
+		if e := <-in.done; e != nil && err == nil {
+			err = e
+		}
+	}
+	return errors.Join(err, in.Store.Close())
+}
+
+// SaveToken writes a token to a file only its owner can read.
+func SaveToken(path, secret string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(strings.TrimSpace(secret)+"\n"), 0o600)
+}

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server serves the API over one store and controller.
+type Server struct {
+	st      *store.Store
+	ctl     *control.Controller
+	log     *slog.Logger
+	audit   *slog.Logger
+	id      string
+	addr    string
+	reg     *prometheus.Registry
+	metrics *metrics
+	mux     *http.ServeMux
+}
+
+// Options wires a Server.
+type Options struct {
+	// ID names this server in the election; its advertised address is a
+	// good choice.
+	ID string
+	// Addr is the address clients reach this server at, for leader hints.
+	Addr   string
+	Logger *slog.Logger
+	// Audit receives one entry per state-changing request; default Logger.
+	Audit *slog.Logger
+}
+
+// New builds the server. Its controller must have been made with
+// Metrics from NewObserver (or none).
+func New(st *store.Store, ctl *control.Controller, reg *prometheus.Registry, m *metrics, o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Audit == nil {
+		o.Audit = o.Logger
+	}
+	s := &Server{st: st, ctl: ctl, log: o.Logger, audit: o.Audit, id: o.ID, addr: o.Addr, reg: reg, metrics: m, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// Handler is the whole HTTP surface.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() {
+	pub := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, h)) }
+	auth := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, s.authed(h))) }
+	pub("GET /healthz", s.healthz)
+	pub("GET /readyz", s.readyz)
+	pub("GET /v1/openapi.json", s.openapi)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	auth("GET /v1/leader", s.leader)
+
+	auth("POST /v1/jobs", s.submitJob)
+	auth("GET /v1/jobs", s.listJobs)
+	auth("GET /v1/jobs/{id}", s.getJob)
+	auth("DELETE /v1/jobs/{id}", s.cancelJob)
+
+	auth("POST /v1/deployments", s.createDeployment)
+	auth("GET /v1/deployments", s.listDeployments)
+	auth("GET /v1/deployments/{id}", s.getDeployment)
+	auth("PATCH /v1/deployments/{id}", s.scaleDeployment)
+	auth("DELETE /v1/deployments/{id}", s.deleteDeployment)
+
+	auth("GET /v1/cluster/topology", s.topology)
+	auth("GET /v1/nodes", s.listNodes)
+	auth("GET /v1/nodes/{id}", s.getNode)
+	auth("POST /v1/nodes/{id}/{action}", s.nodeAction)
+
+	auth("GET /v1/quotas", s.listQuotas)
+	auth("GET /v1/quotas/{scope...}", s.getQuota)
+	auth("PUT /v1/quotas/{scope...}", s.putQuota)
+	auth("DELETE /v1/quotas/{scope...}", s.deleteQuota)
+
+	auth("GET /v1/alerts", s.listAlerts)
+	auth("GET /v1/alerts/{id}", s.getAlert)
+	auth("POST /v1/alerts/{id}/actions/{action}", s.alertAction)
+
+	auth("POST /v1/tokens", s.createToken)
+	auth("POST /v1/agent/heartbeat", s.heartbeat)
+}
+
+// authed resolves the token: 401 without a valid one.
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := s.authenticate(r)
+		if p == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
+			s.fail(w, r, &api.Error{Code: "unauthorized",
+				Message: "missing or unknown bearer token: send Authorization: Bearer <token> (berth token create, or the admin token berth server printed at first start)"})
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+// statusWriter remembers the status for metrics and the audit log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) instrument(pattern string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: 200}
+		h.ServeHTTP(sw, r)
+		if s.metrics != nil {
+			s.metrics.request(pattern, sw.status, time.Since(t0))
+		}
+		if r.Method != http.MethodGet && pattern != "POST /v1/agent/heartbeat" {
+			who := "anonymous"
+			if p := principal(r.Context()); p != nil {
+				who = p.String()
+			}
+			s.audit.Info("audit", "who", who, "method", r.Method, "path", r.URL.Path, "status", sw.status,
+				"result", result(sw.status), "remote", r.RemoteAddr)
+		}
+	})
+}
+
+func result(status int) string {
+	switch {
+	case status < 400:
+		return "ok"
+	case status == 401 || status == 403:
+		return "refused"
+	case status < 500:
+		return "rejected"
+	}
+	return "error"
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, map[string]string{"status": "ok"})
+}
+
+// readyz is ready when this server leads or a leader exists to follow.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.ctl.Leading() {
+		writeJSON(w, 200, map[string]any{"ready": true, "role": "leader"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	leader, _, err := s.st.Leader(ctx)
+	if err != nil || leader == "" {
+		msg := "no leader elected"
+		if err != nil {
+			msg = err.Error()
+		}
+		writeJSON(w, 503, map[string]any{"ready": false, "reason": msg})
+		return
+	}
+	writeJSON(w, 200, map[string]any{"ready": true, "role": "follower", "leader": leader})
+}
+
+func (s *Server) leader(w http.ResponseWriter, r *http.Request) {
+	leader, fence, err := s.st.Leader(r.Context())
+	if err != nil {
+		s.fail(w, r, &api.Error{Code: "unavailable", Message: "etcd: " + err.Error()})
+		return
+	}
+	writeJSON(w, 200, api.Leader{Leader: leader, Fence: fence, Self: s.id, IsSelf: leader == s.id && s.ctl.Leading()})
+}
+
+func (s *Server) leaderHint(r *http.Request) string {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	l, _, _ := s.st.Leader(ctx)
+	return l
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(api.OpenAPI)
+}
+
+// Lead campaigns for leadership and runs the control loop while leading,
+// campaigning again after a loss, until ctx ends. onBootstrap receives
+// the first admin token if this leader created it.
+func (s *Server) Lead(ctx context.Context, ttl time.Duration, onBootstrap func(secret string)) error {
+	for ctx.Err() == nil {
+		l, err := s.st.Campaign(ctx, s.id, ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.log.Warn("campaign failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		s.metrics.leading(true)
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.ctl.Lead(lctx, l) }()
+		// Bootstrap once the writer is installed.
+		for i := 0; i < 100 && !s.ctl.Leading(); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if secret, err := s.bootstrap(ctx); err != nil {
+			s.log.Error("bootstrap token", "err", err)
+		} else if secret != "" && onBootstrap != nil {
+			onBootstrap(secret)
+		}
+		err = <-done
+		cancel()
+		s.metrics.leading(false)
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		l.Resign(rctx)
+		rcancel()
+		if err != nil && !errors.Is(err, control.ErrLostLeadership) {
+			return err
+		}
+		if err != nil {
+			s.log.Warn("lost leadership; campaigning again")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Entry is one key of the table as of the cache's revision.
+type Entry struct {
+	Value     []byte
+	ModRev    int64
+	CreateRev int64
+	// Obj is the decoded value for the model kinds (model.Node, model.Job,
+	// model.Deployment, model.Allocation, model.Quota); nil otherwise.
+	Obj any
+}
+
+// Cache is the table as of one etcd revision, kept current by a watch.
+// Readers hold it only for the duration of a Read.
+type Cache struct {
+	mu     sync.RWMutex
+	rev    int64
+	tables map[Kind]map[string]Entry
+	// Allocations indexed by node and by owner: heartbeats and job views
+	// read these thousands of times a second.
+	byNode  map[string]map[string]struct{}
+	byOwner map[string]map[string]struct{}
+	kindRev map[Kind]int64
+	subs    map[chan struct{}]bool
+	// revCh is closed and replaced whenever rev advances.
+	revCh chan struct{}
+}
+
+func newCache() *Cache {
+	c := &Cache{tables: map[Kind]map[string]Entry{}, byNode: map[string]map[string]struct{}{},
+		byOwner: map[string]map[string]struct{}{}, kindRev: map[Kind]int64{}, subs: map[chan struct{}]bool{}, revCh: make(chan struct{})}
+	for _, k := range kinds {
+		c.tables[k] = map[string]Entry{}
+	}
+	return c
+}
+
+// View reads the cache under its lock; see Cache.Read.
+type View struct{ c *Cache }
+
+// Read calls fn with a consistent view of the table. fn must not keep the
+// view or block.
+func (c *Cache) Read(fn func(View)) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	fn(View{c})
+}
+
+// Rev is the etcd revision the view reflects.
+func (v View) Rev() int64 { return v.c.rev }
+
+// Get returns one entry.
+func (v View) Get(k Kind, id string) (Entry, bool) {
+	e, ok := v.c.tables[k][id]
+	return e, ok
+}
+
+// KindRev is the last revision at which a table changed.
+func (v View) KindRev(k Kind) int64 { return v.c.kindRev[k] }
+
+// Len counts a table's entries.
+func (v View) Len(k Kind) int { return len(v.c.tables[k]) }
+
+// Each calls fn for every entry of a table, in no particular order.
+func (v View) Each(k Kind, fn func(id string, e Entry)) {
+	for id, e := range v.c.tables[k] {
+		fn(id, e)
+	}
+}
+
+// AllocationsOn lists the allocations on one node.
+func (v View) AllocationsOn(node string) []model.Allocation {
+	return v.allocs(v.c.byNode[node])
+}
+
+// AllocationsOf lists the allocations of one owner (job or deployment).
+func (v View) AllocationsOf(owner string) []model.Allocation {
+	return v.allocs(v.c.byOwner[owner])
+}
+
+func (v View) allocs(ids map[string]struct{}) []model.Allocation {
+	out := make([]model.Allocation, 0, len(ids))
+	for id := range ids {
+		out = append(out, v.c.tables[Allocations][id].Obj.(model.Allocation))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Rev is the revision the cache reflects.
+func (c *Cache) Rev() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// WaitRev blocks until the cache reflects revision rev, so that a writer
+// reads its own write.
+func (c *Cache) WaitRev(ctx context.Context, rev int64) error {
+	for {
+		c.mu.RLock()
+		cur, ch := c.rev, c.revCh
+		c.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the table to reach revision %d (at %d): %w", rev, cur, ctx.Err())
+		}
+	}
+}
+
+// Subscribe returns a channel that receives (coalesced) whenever the table
+// changes, and a function to stop.
+func (c *Cache) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	c.subs[ch] = true
+	c.mu.Unlock()
+	return ch, func() {
+		c.mu.Lock()
+		delete(c.subs, ch)
+		c.mu.Unlock()
+	}
+}
+
+// Get is a typed read of one model object.
+func Get[T any](c *Cache, k Kind, id string) (T, bool) {
+	var out T
+	var ok bool
+	c.Read(func(v View) {
+		var e Entry
+		if e, ok = v.Get(k, id); ok {
+			out, ok = e.Obj.(T)
+		}
+	})
+	return out, ok
+}
+
+// decode turns a value into the model object its kind holds.
+func decode(k Kind, b []byte) (any, error) {
+	switch k {
+	case Nodes:
+		return decodeAs[model.Node](b)
+	case Jobs:
+		return decodeAs[model.Job](b)
+	case Deployments:
+		return decodeAs[model.Deployment](b)
+	case Allocations:
+		return decodeAs[model.Allocation](b)
+	case Quotas:
+		return decodeAs[model.Quota](b)
+	}
+	return nil, nil
+}
+
+func decodeAs[T any](b []byte) (any, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// load reads the whole table and returns the revision it was read at.
+func (s *Store) load(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	c := newCache()
+	for _, kv := range resp.Kvs {
+		c.put(s, kv)
+	}
+	s.cache.mu.Lock()
+	s.cache.tables, s.cache.byNode, s.cache.byOwner = c.tables, c.byNode, c.byOwner
+	for k := range s.cache.kindRev {
+		// A reload may have missed deletes: treat every table as changed.
+		s.cache.kindRev[k] = resp.Header.Revision
+	}
+	for k, r := range c.kindRev {
+		s.cache.kindRev[k] = max(s.cache.kindRev[k], r)
+	}
+	s.cache.advance(resp.Header.Revision)
+	s.cache.mu.Unlock()
+	return resp.Header.Revision, nil
+}
+
+func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
+	k, id, ok := s.split(string(kv.Key))
+	if !ok {
+		return
+	}
+	obj, err := decode(k, kv.Value)
+	if err != nil {
+		s.log.Error("table: undecodable value left out of the cache", "key", string(kv.Key), "err", err)
+		return
+	}
+	c.remove(k, id)
+	c.kindRev[k] = max(c.kindRev[k], kv.ModRevision)
+	c.tables[k][id] = Entry{Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision, Obj: obj}
+	if a, ok := obj.(model.Allocation); ok {
+		link(c.byNode, a.NodeID, id)
+		link(c.byOwner, a.OwnerID, id)
+	}
+}
+
+// remove deletes an entry and its index links.
+func (c *Cache) remove(k Kind, id string) {
+	if old, ok := c.tables[k][id]; ok {
+		if a, ok := old.Obj.(model.Allocation); ok {
+			unlink(c.byNode, a.NodeID, id)
+			unlink(c.byOwner, a.OwnerID, id)
+		}
+		delete(c.tables[k], id)
+	}
+}
+
+func link(ix map[string]map[string]struct{}, key, id string) {
+	m := ix[key]
+	if m == nil {
+		m = map[string]struct{}{}
+		ix[key] = m
+	}
+	m[id] = struct{}{}
+}
+
+func unlink(ix map[string]map[string]struct{}, key, id string) {
+	if m := ix[key]; m != nil {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(ix, key)
+		}
+	}
+}
+
+// advance moves to a later revision; the caller holds the write lock.
+func (c *Cache) advance(rev int64) {
+	if rev <= c.rev {
+		return
+	}
+	c.rev = rev
+	close(c.revCh)
+	c.revCh = make(chan struct{})
+	for ch := range c.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watch applies every change after rev until ctx ends, reloading the table
+// if etcd compacted past the revision it needs.
+func (s *Store) watch(ctx context.Context, rev int64) {
+	defer close(s.done)
+	for ctx.Err() == nil {
+		wctx := clientv3.WithRequireLeader(ctx)
+		for resp := range s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify()) {
+			if resp.CompactRevision != 0 {
+				s.log.Warn("table watch compacted; reloading", "compact_revision", resp.CompactRevision)
+				break
+			}
+			if err := resp.Err(); err != nil {
+				s.log.Warn("table watch", "err", err)
+				break
+			}
+			s.cache.mu.Lock()
+			for _, ev := range resp.Events {
+				if ev.Type == mvccpb.DELETE {
+					if k, id, ok := s.split(string(ev.Kv.Key)); ok {
+						s.cache.remove(k, id)
+						s.cache.kindRev[k] = max(s.cache.kindRev[k], ev.Kv.ModRevision)
+					}
+					continue
+				}
+				s.cache.put(s, ev.Kv)
+			}
+			s.cache.advance(resp.Header.Revision)
+			rev = s.cache.rev
+			s.cache.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// The watch ended: reload so nothing between is missed.
+		for ctx.Err() == nil {
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			r, err := s.load(lctx)
+			cancel()
+			if err == nil {
+				rev = r
+				break
+			}
+			s.log.Warn("table reload", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}

@@ -1,0 +1,19 @@
+// Package store keeps berth's allocation table in etcd: nodes, jobs,
+// deployments, allocations, quotas, alerts, tokens and the scheduler's
+// own documents (reservations, relocations, recent preemptions), each a
+// JSON value under one key.
+//
+// The table is the source of truth (§8): everything a server knows is
+// rebuilt from it on start, and a watch keeps an in-memory copy (Cache)
+// current. Writes go through a Writer, which exists only while its owner
+// holds the leader election: every write is one etcd transaction
+// conditional on the election key's create revision, the fence (§5
+// decision 1, d11). A writer that lost the election has its writes
+// refused by etcd itself, never applied.
+//
+// By default the store starts an embedded single-member etcd in process;
+// given endpoints it talks to an external cluster through the same client.
+//
+// It must not import the scheduling core or anything above it: values of
+// the scheduler's own kinds are kept as raw JSON for the caller to decode.
+package store

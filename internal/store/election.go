@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Leadership is a won election: while it holds, its Writer's transactions
+// apply; once the session's lease expires or it resigns, etcd refuses them.
+type Leadership struct {
+	s        *Store
+	session  *concurrency.Session
+	election *concurrency.Election
+	key      string
+	fence    int64
+	id       string
+}
+
+// Campaign blocks until this process leads, even when it is alone, so
+// that a second server started on the same table can never write beside
+// it. ttl is the election lease: a crashed leader is replaced after it.
+func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Leadership, error) {
+	secs := int(ttl / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(secs))
+	if err != nil {
+		return nil, fmt.Errorf("election session: %w", err)
+	}
+	el := concurrency.NewElection(sess, s.prefix+electionDir)
+	if err := el.Campaign(ctx, id); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("campaign: %w", err)
+	}
+	return &Leadership{s: s, session: sess, election: el, key: el.Key(), fence: el.Rev(), id: id}, nil
+}
+
+// Fence is the leader key's create revision: unique and increasing across
+// leaders, carried by every write and every order sent to agents.
+func (l *Leadership) Fence() int64 { return l.fence }
+
+// ID is the identity the leader campaigned with.
+func (l *Leadership) ID() string { return l.id }
+
+// Done is closed when the election lease is lost.
+func (l *Leadership) Done() <-chan struct{} { return l.session.Done() }
+
+// Resign gives up leadership so a follower need not wait for the lease.
+func (l *Leadership) Resign(ctx context.Context) error {
+	err := l.election.Resign(ctx)
+	return errors.Join(err, l.session.Close())
+}
+
+// Writer returns the writer bound to this leadership's fence.
+func (l *Leadership) Writer() *Writer {
+	return &Writer{s: l.s, fenceKey: l.key, fence: l.fence}
+}
+
+// Leader reports who leads now (empty if nobody) and its fence.
+func (s *Store) Leader(ctx context.Context) (string, int64, error) {
+	resp, err := s.cli.Get(ctx, s.prefix+electionDir, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return "", 0, nil
+	}
+	return string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision, nil
+}

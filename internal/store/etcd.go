@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Config says where the table lives.
+type Config struct {
+	// Endpoints of an external etcd cluster. Empty starts an embedded
+	// member with its data under DataDir.
+	Endpoints []string
+	DataDir   string
+	// Name, ClientURL, PeerURL and InitialCluster configure the embedded
+	// member; empty URLs pick free loopback ports.
+	Name           string
+	ClientURL      string
+	PeerURL        string
+	InitialCluster string
+	// ClusterState is "new" (default) or "existing".
+	ClusterState string
+	// Prefix roots every key; default "/berth/".
+	Prefix string
+	Logger *slog.Logger
+	// DialTimeout bounds connecting to etcd; default 5 s.
+	DialTimeout time.Duration
+}
+
+// Store is a connection to the table plus its watched in-memory copy.
+type Store struct {
+	cli    *clientv3.Client
+	etcd   *embed.Etcd
+	prefix string
+	log    *slog.Logger
+	cache  *Cache
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Open connects to (or starts) etcd, loads the table and starts watching it.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/berth/"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	s := &Store{prefix: cfg.Prefix, log: cfg.Logger}
+	endpoints := cfg.Endpoints
+	if len(endpoints) == 0 {
+		e, err := startEmbedded(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.etcd = e
+		for _, u := range e.Config().AdvertiseClientUrls {
+			endpoints = append(endpoints, u.String())
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: cfg.DialTimeout,
+		Logger: zap.NewNop(), MaxCallSendMsgSize: maxRequestBytes, MaxCallRecvMsgSize: 256 << 20})
+	if err != nil {
+		s.closeEtcd()
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+	}
+	s.cli = cli
+	s.cache = newCache()
+	wctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	lctx, lcancel := context.WithTimeout(ctx, cfg.DialTimeout*2)
+	defer lcancel()
+	rev, err := s.load(lctx)
+	if err != nil {
+		cancel()
+		cli.Close()
+		s.closeEtcd()
+		return nil, fmt.Errorf("loading the table from etcd %s: %w", strings.Join(endpoints, ","), err)
+	}
+	go s.watch(wctx, rev)
+	return s, nil
+}
+
+// maxRequestBytes lets one decision's transaction be large: a pass that
+// binds thousands of jobs is one atomic write.
+const maxRequestBytes = 64 << 20
+
+func startEmbedded(cfg Config) (*embed.Etcd, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("store: data dir: required for the embedded etcd")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	ec := embed.NewConfig()
+	ec.Dir = filepath.Join(cfg.DataDir, "etcd")
+	ec.Name = cfg.Name
+	if ec.Name == "" {
+		ec.Name = "berth"
+	}
+	ec.Logger, ec.LogLevel = "zap", "error"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	ec.MaxTxnOps = 1 << 20
+	ec.MaxRequestBytes = maxRequestBytes
+	ec.QuotaBackendBytes = 8 << 30
+	ec.AutoCompactionMode, ec.AutoCompactionRetention = "periodic", "1h"
+	clientURL, peerURL := cfg.ClientURL, cfg.PeerURL
+	var err error
+	if clientURL == "" {
+		if clientURL, err = freeURL(); err != nil {
+			return nil, err
+		}
+	}
+	if peerURL == "" {
+		if peerURL, err = freeURL(); err != nil {
+			return nil, err
+		}
+	}
+	cu, err := url.Parse(clientURL)
+	if err != nil {
+		return nil, fmt.Errorf("client url %q: %w", clientURL, err)
+	}
+	pu, err := url.Parse(peerURL)
+	if err != nil {
+		return nil, fmt.Errorf("peer url %q: %w", peerURL, err)
+	}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = ec.Name + "=" + pu.String()
+	}
+	if cfg.ClusterState != "" {
+		ec.ClusterState = cfg.ClusterState
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("starting embedded etcd in %s: %w", ec.Dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, errors.New("embedded etcd: not ready after 60 s (are the other members up?)")
+	}
+}
+
+// freeURL picks a free loopback port. Another process may take it before
+// etcd binds; that fails the start loudly rather than silently.
+func freeURL() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String(), nil
+}
+
+// Client is the etcd client, for tests and for tools that need the raw
+// table.
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Cache is the watched in-memory copy of the table.
+func (s *Store) Cache() *Cache { return s.cache }
+
+// Close stops the watch, the client and the embedded member.
+func (s *Store) Close() error {
+	s.cancel()
+	<-s.done
+	err := s.cli.Close()
+	s.closeEtcd()
+	return err
+}
+
+func (s *Store) closeEtcd() {
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}

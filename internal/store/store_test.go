@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/store"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
+}
+
+func open(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), store.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestWriteReadRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := open(t, dir)
+	l, err := s.Campaign(ctx, "a", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := l.Writer()
+	job := model.Job{ID: "j1", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobPending}
+	if _, err := w.Commit(ctx, w.Txn().Create(store.Jobs, "j1", job)); err != nil {
+		t.Fatal(err)
+	}
+	// Read-your-write: the cache holds it on return.
+	if got, ok := store.Get[model.Job](s.Cache(), store.Jobs, "j1"); !ok || got.Shape.GPUs != 8 {
+		t.Fatalf("cache after commit: %+v %v", got, ok)
+	}
+	// Create of an existing key is a conflict and applies nothing.
+	_, err = w.Commit(ctx, w.Txn().Put(store.Jobs, "j2", job).Create(store.Jobs, "j1", job))
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("create existing: %v, want ErrConflict", err)
+	}
+	if _, ok := store.Get[model.Job](s.Cache(), store.Jobs, "j2"); ok {
+		t.Fatal("a refused transaction applied part of itself")
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	defer s.Close()
+	if got, ok := store.Get[model.Job](s.Cache(), store.Jobs, "j1"); !ok || got.ID != "j1" {
+		t.Fatalf("after restart: %+v %v", got, ok)
+	}
+}
+
+func TestStaleFenceRefused(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	defer s.Close()
+	old, err := s.Campaign(ctx, "old", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := old.Writer()
+	if err := old.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.Campaign(ctx, "new", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Resign(ctx)
+	if cur.Fence() <= old.Fence() {
+		t.Fatalf("fence did not increase: %d then %d", old.Fence(), cur.Fence())
+	}
+	_, err = stale.Commit(ctx, stale.Txn().Put(store.Jobs, "x", model.Job{ID: "x"}))
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("stale writer: %v, want ErrFenced", err)
+	}
+	if _, ok := store.Get[model.Job](s.Cache(), store.Jobs, "x"); ok {
+		t.Fatal("stale write applied")
+	}
+	w := cur.Writer()
+	if _, err := w.Commit(ctx, w.Txn().Put(store.Jobs, "y", model.Job{ID: "y"})); err != nil {
+		t.Fatalf("current leader: %v", err)
+	}
+	who, fence, err := s.Leader(ctx)
+	if err != nil || who != "new" || fence != cur.Fence() {
+		t.Fatalf("leader = %q %d %v", who, fence, err)
+	}
+}
+
+func TestUnchangedCondition(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	defer s.Close()
+	l, err := s.Campaign(ctx, "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(ctx)
+	w := l.Writer()
+	rev, err := w.Commit(ctx, w.Txn().Put(store.Nodes, "n1", model.Node{ID: "n1", GPUs: 8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(ctx, w.Txn().Put(store.Nodes, "n1", model.Node{ID: "n1", GPUs: 8, Draining: true})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Commit(ctx, w.Txn().Unchanged(store.Nodes, "n1", rev).Put(store.Allocations, "a1", model.Allocation{ID: "a1", NodeID: "n1"}))
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("write based on a stale read: %v, want ErrConflict", err)
+	}
+}
