@@ -95,21 +95,34 @@ func (s *Server) authenticate(r *http.Request) *Principal {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return nil
 	}
-	var rec tokenRecord
+	hash := hashToken(secret)
+	var e store.Entry
 	found := false
-	s.st.Cache().Read(func(v store.View) {
-		if e, ok := v.Get(store.Tokens, hashToken(secret)); ok {
-			found = json.Unmarshal(e.Value, &rec) == nil
-		}
-	})
+	s.st.Cache().Read(func(v store.View) { e, found = v.Get(store.Tokens, hash) })
 	if !found {
+		return nil
+	}
+	// Decoded principals are kept per token revision: agents send
+	// thousands of heartbeats a second with the same token.
+	if c, ok := s.principals.Load(hash); ok && c.(cachedPrincipal).rev == e.ModRev {
+		return c.(cachedPrincipal).p
+	}
+	var rec tokenRecord
+	if json.Unmarshal(e.Value, &rec) != nil {
 		return nil
 	}
 	kind, scope, err := ParseRole(rec.Role)
 	if err != nil {
 		return nil
 	}
-	return &Principal{TokenID: rec.ID, Kind: kind, Scope: scope}
+	p := &Principal{TokenID: rec.ID, Kind: kind, Scope: scope}
+	s.principals.Store(hash, cachedPrincipal{rev: e.ModRev, p: p})
+	return p
+}
+
+type cachedPrincipal struct {
+	rev int64
+	p   *Principal
 }
 
 type principalKey struct{}

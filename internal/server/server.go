@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/berthsched/berth/internal/api"
@@ -25,6 +26,8 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	mux     *http.ServeMux
+	// principals caches decoded tokens by hash (see authenticate).
+	principals sync.Map
 }
 
 // Options wires a Server.
