@@ -58,18 +58,22 @@ func load[T any](ch *change, k store.Kind, id string) (*T, bool) {
 	return &out, true
 }
 
-// node returns the node for modification; nil if unknown.
-func (ch *change) node(id string) *model.Node {
-	if n, ok := ch.nodes[id]; ok {
-		return n
+// cached returns an object for modification, loading it once per change;
+// nil if absent.
+func cached[T any](ch *change, m map[string]*T, k store.Kind, id string) *T {
+	if v, ok := m[id]; ok {
+		return v
 	}
-	n, ok := load[model.Node](ch, store.Nodes, id)
+	v, ok := load[T](ch, k, id)
 	if !ok {
 		return nil
 	}
-	ch.nodes[id] = n
-	return n
+	m[id] = v
+	return v
 }
+
+// node returns the node for modification; nil if unknown.
+func (ch *change) node(id string) *model.Node { return cached(ch, ch.nodes, store.Nodes, id) }
 
 // newNode records a node created by this change.
 func (ch *change) newNode(n model.Node) *model.Node {
@@ -78,28 +82,10 @@ func (ch *change) newNode(n model.Node) *model.Node {
 	return &n
 }
 
-func (ch *change) job(id string) *model.Job {
-	if j, ok := ch.jobs[id]; ok {
-		return j
-	}
-	j, ok := load[model.Job](ch, store.Jobs, id)
-	if !ok {
-		return nil
-	}
-	ch.jobs[id] = j
-	return j
-}
+func (ch *change) job(id string) *model.Job { return cached(ch, ch.jobs, store.Jobs, id) }
 
 func (ch *change) deployment(id string) *model.Deployment {
-	if d, ok := ch.deps[id]; ok {
-		return d
-	}
-	d, ok := load[model.Deployment](ch, store.Deployments, id)
-	if !ok {
-		return nil
-	}
-	ch.deps[id] = d
-	return d
+	return cached(ch, ch.deps, store.Deployments, id)
 }
 
 // alloc returns an allocation for modification; nil if absent or deleted
@@ -125,26 +111,18 @@ func (ch *change) addAlloc(a model.Allocation) {
 
 // allocsOf lists an owner's allocations as this change sees them.
 func (ch *change) allocsOf(owner string) []*model.Allocation {
-	var ids []string
-	ch.c.st.Cache().Read(func(v store.View) {
-		for _, a := range v.AllocationsOf(owner) {
-			ids = append(ids, a.ID)
-		}
-	})
-	var out []*model.Allocation
-	for _, id := range ids {
-		if a := ch.alloc(id); a != nil {
-			out = append(out, a)
-		}
-	}
-	return out
+	return ch.allocsBy(func(v store.View) []model.Allocation { return v.AllocationsOf(owner) })
 }
 
 // allocsOn lists a node's allocations as this change sees them.
 func (ch *change) allocsOn(node string) []*model.Allocation {
+	return ch.allocsBy(func(v store.View) []model.Allocation { return v.AllocationsOn(node) })
+}
+
+func (ch *change) allocsBy(list func(store.View) []model.Allocation) []*model.Allocation {
 	var ids []string
 	ch.c.st.Cache().Read(func(v store.View) {
-		for _, a := range v.AllocationsOn(node) {
+		for _, a := range list(v) {
 			ids = append(ids, a.ID)
 		}
 	})

@@ -14,9 +14,8 @@ type AlertList struct {
 }
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
-	if p.Kind != RoleAdmin {
-		s.fail(w, r, forbidden(p, "role admin"))
+	_, ok := s.admin(w, r)
+	if !ok {
 		return
 	}
 	out := AlertList{Alerts: s.ctl.Alerts()}
@@ -34,9 +33,8 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getAlert(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
-	if p.Kind != RoleAdmin {
-		s.fail(w, r, forbidden(p, "role admin"))
+	_, ok := s.admin(w, r)
+	if !ok {
 		return
 	}
 	a, ok := s.ctl.Alert(r.PathValue("id"))
@@ -48,9 +46,8 @@ func (s *Server) getAlert(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) alertAction(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
-	if p.Kind != RoleAdmin {
-		s.fail(w, r, forbidden(p, "role admin"))
+	p, ok := s.admin(w, r)
+	if !ok {
 		return
 	}
 	rec, err := s.ctl.Act(r.Context(), r.PathValue("id"), r.PathValue("action"), p.String())
@@ -62,9 +59,8 @@ func (s *Server) alertAction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
-	if p.Kind != RoleAdmin {
-		s.fail(w, r, forbidden(p, "role admin"))
+	_, ok := s.admin(w, r)
+	if !ok {
 		return
 	}
 	var req api.TokenRequest

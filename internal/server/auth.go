@@ -178,3 +178,13 @@ func (s *Server) bootstrap(ctx context.Context) (string, error) {
 	}
 	return secret, nil
 }
+
+// admin answers 403 unless the request comes from an admin.
+func (s *Server) admin(w http.ResponseWriter, r *http.Request) (*Principal, bool) {
+	p := principal(r.Context())
+	if p.Kind != RoleAdmin {
+		s.fail(w, r, forbidden(p, "role admin"))
+		return p, false
+	}
+	return p, true
+}

@@ -107,9 +107,8 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
-	if p.Kind != RoleAdmin {
-		s.fail(w, r, forbidden(p, "role admin"))
+	_, ok := s.admin(w, r)
+	if !ok {
 		return
 	}
 	act := control.NodeAction(r.PathValue("action"))
@@ -202,9 +201,8 @@ func (s *Server) getQuota(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putQuota(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
-	if p.Kind != RoleAdmin {
-		s.fail(w, r, forbidden(p, "role admin"))
+	_, ok := s.admin(w, r)
+	if !ok {
 		return
 	}
 	var req api.QuotaRequest
@@ -225,9 +223,8 @@ func (s *Server) putQuota(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteQuota(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
-	if p.Kind != RoleAdmin {
-		s.fail(w, r, forbidden(p, "role admin"))
+	_, ok := s.admin(w, r)
+	if !ok {
 		return
 	}
 	if err := s.ctl.DeleteQuota(r.Context(), r.PathValue("scope")); err != nil {
