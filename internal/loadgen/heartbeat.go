@@ -96,7 +96,8 @@ loop:
 // node runs job A while job B waits for that GPU; the node reports A
 // exited, and the lag runs until B is bound.
 func probeLag(ctx context.Context, c *client.Client) []time.Duration {
-	// A model of its own per run, so nothing else ever lands there.
+	// A model of its own per run: the other load asks for H100, so nothing
+	// else lands there.
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	probe := api.Heartbeat{NodeID: "lg-probe-" + run, BootEpoch: 1, Pod: "lg-probe", Model: "PROBE-" + run, GPUs: 1, CPUMilli: 1000, MemoryMiB: 1024}
 	if _, err := c.Heartbeat(ctx, probe); err != nil {

@@ -99,7 +99,7 @@ func Submit(ctx context.Context, c *client.Client, clients, total int, rate floa
 					break
 				}
 				s := time.Now()
-				_, err := c.SubmitJob(ctx, api.JobRequest{Name: fmt.Sprintf("lg-%d", i), Team: "load", GPUs: 1, Topology: "any",
+				_, err := c.SubmitJob(ctx, api.JobRequest{Name: fmt.Sprintf("lg-%d", i), Team: "load", GPUs: 1, Topology: "any", GPUModel: "H100",
 					Command: []string{"true"}}, "")
 				if err != nil {
 					mu.Lock()
@@ -126,7 +126,7 @@ func Bind(ctx context.Context, c *client.Client, samples int, pollEvery time.Dur
 	var all []time.Duration
 	for i := 0; i < samples; i++ {
 		t0 := time.Now()
-		acc, err := c.SubmitJob(ctx, api.JobRequest{Name: fmt.Sprintf("bind-%d", i), GPUs: 1, Topology: "node",
+		acc, err := c.SubmitJob(ctx, api.JobRequest{Name: fmt.Sprintf("bind-%d", i), GPUs: 1, Topology: "node", GPUModel: "H100",
 			Command: []string{"true"}}, "")
 		if err != nil {
 			return Latencies{}, err

@@ -2,6 +2,7 @@ package loadgen_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func TestAgainstRealServer(t *testing.T) {
 	ctx := context.Background()
 	secret := make(chan string, 1)
-	in, err := server.Start(ctx, server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
+	in, err := server.Start(ctx, server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
 		Control:   control.Config{HeartbeatInterval: time.Second, Tick: 50 * time.Millisecond},
 		Bootstrap: func(s string) { secret <- s }})
 	if err != nil {

@@ -107,9 +107,16 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 				Message: "missing or unknown bearer token: send Authorization: Bearer <token> (berth token create, or the admin token berth server printed at first start)"})
 			return
 		}
+		if slot, ok := r.Context().Value(slotKey{}).(**Principal); ok {
+			*slot = p // for the audit entry instrument writes
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
 }
+
+// slotKey carries where authed records the principal, so that the
+// audit entry written outside it can say who.
+type slotKey struct{}
 
 // statusWriter remembers the status for metrics and the audit log.
 type statusWriter struct {
@@ -126,16 +133,17 @@ func (s *Server) instrument(pattern string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: 200}
-		h.ServeHTTP(sw, r)
+		var who *Principal
+		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), slotKey{}, &who)))
 		if s.metrics != nil {
 			s.metrics.request(pattern, sw.status, time.Since(t0))
 		}
 		if r.Method != http.MethodGet && pattern != "POST /v1/agent/heartbeat" {
-			who := "anonymous"
-			if p := principal(r.Context()); p != nil {
-				who = p.String()
+			by := "anonymous"
+			if who != nil {
+				by = who.String()
 			}
-			s.audit.Info("audit", "who", who, "method", r.Method, "path", r.URL.Path, "status", sw.status,
+			s.audit.Info("audit", "who", by, "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"result", result(sw.status), "remote", r.RemoteAddr)
 		}
 	})
