@@ -1,6 +1,10 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -13,6 +17,16 @@ largest_placeable is the number that says what the fleet can still run.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDevCmd(), newSimCmd(), newServerCmd(), newTokenCmd(), newLoadgenCmd())
+	root.AddCommand(newVersionCmd(), newDevCmd(), newSimCmd(), newServerCmd(), newTokenCmd(), newLoadgenCmd(),
+		newAgentCmd(), newWorkloadCmd())
 	return root
+}
+
+// newLogger logs to the command's stderr, as text or JSON lines.
+func newLogger(cmd *cobra.Command, json bool) *slog.Logger {
+	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+	if json {
+		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+	}
+	return slog.New(h)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -43,11 +42,7 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 			if endpoints != "" {
 				cfg.Endpoints = strings.Split(endpoints, ",")
 			}
-			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
-			if logJSON {
-				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
-			}
-			cfg.Logger = slog.New(h)
+			cfg.Logger = newLogger(cmd, logJSON)
 			cfg.Control = control.Config{HeartbeatInterval: heartbeat, LostAfter: lostAfter}
 			out := cmd.OutOrStdout()
 			tokenFile := filepath.Join(cfg.DataDir, "admin.token")

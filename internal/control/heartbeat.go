@@ -97,55 +97,20 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 	}
 }
 
-// FaultClass is how berth reacts to a GPU fault (NVIDIA's XID catalogue).
-type FaultClass string
-
-const (
-	// FaultNode: the node is quarantined and its work moved (XID 79, the
-	// GPU fell off the bus; NVML itself failing).
-	FaultNode FaultClass = "node"
-	// FaultGPU: that GPU is quarantined and its work moved.
-	FaultGPU FaultClass = "gpu"
-	// FaultApp: the application's own error; the job is told, nothing is
-	// quarantined.
-	FaultApp FaultClass = "application"
-	// FaultUnknown XIDs are recorded and otherwise ignored.
-	FaultUnknown FaultClass = "unknown"
-)
-
-// Classify maps a fault to its class.
-func Classify(f model.GPUFault) FaultClass {
-	switch f.Kind {
-	case "nvml":
-		return FaultNode
-	case "ecc", "lost":
-		return FaultGPU
-	}
-	switch f.XID {
-	case 79:
-		return FaultNode
-	case 46, 48, 62, 64, 95, 119, 120:
-		return FaultGPU
-	case 13, 31, 43, 45, 94:
-		return FaultApp
-	}
-	return FaultUnknown
-}
-
 // fault quarantines per §8: the failure is a property of the hardware,
 // not of the job, so the hardware is fenced and the work moves; it is
 // never only requeued onto the same GPU.
 func (c *Controller) fault(ch *change, n *model.Node, f model.GPUFault) {
-	class := Classify(f)
+	class := model.ClassifyFault(f)
 	what := fmt.Sprintf("%s fault", f.Kind)
 	if f.XID != 0 {
 		what = fmt.Sprintf("XID %d", f.XID)
 	}
-	if class == FaultGPU && (f.GPU < 0 || f.GPU >= n.GPUs) {
-		class = FaultNode // a fault we cannot pin to a GPU fences the node
+	if class == model.FaultGPU && (f.GPU < 0 || f.GPU >= n.GPUs) {
+		class = model.FaultNode // a fault we cannot pin to a GPU fences the node
 	}
 	switch class {
-	case FaultNode:
+	case model.FaultNode:
 		n.Quarantined = true
 		if f.Kind == "nvml" {
 			n.Health = model.HealthUnhealthy
@@ -154,7 +119,7 @@ func (c *Controller) fault(ch *change, n *model.Node, f model.GPUFault) {
 			ch.stop(a, "gpu_fault", ch.stopDeadline(a))
 		}
 		c.log.Warn("node quarantined", "node", n.ID, "fault", what, "message", f.Message)
-	case FaultGPU:
+	case model.FaultGPU:
 		bit := model.GPUMask(1) << uint(f.GPU)
 		n.QuarantinedGPUs |= bit
 		for _, a := range ch.allocsOn(n.ID) {
@@ -163,7 +128,7 @@ func (c *Controller) fault(ch *change, n *model.Node, f model.GPUFault) {
 			}
 		}
 		c.log.Warn("GPU quarantined", "node", n.ID, "gpu", f.GPU, "fault", what, "message", f.Message)
-	case FaultApp, FaultUnknown:
+	case model.FaultApp, model.FaultUnknown:
 		bit := model.GPUMask(1) << uint(f.GPU)
 		for _, a := range ch.allocsOn(n.ID) {
 			if a.GPUs&bit != 0 && a.OwnerKind != model.OwnerInference {

@@ -172,8 +172,8 @@ func TestFaultApplicationClass(t *testing.T) {
 }
 
 // An application error or an unknown XID that the agent could not pin to
-// a GPU is still not the hardware's fault: FaultApp quarantines nothing,
-// FaultUnknown is recorded and otherwise ignored.
+// a GPU is still not the hardware's fault: model.FaultApp quarantines nothing,
+// model.FaultUnknown is recorded and otherwise ignored.
 func TestFaultWithoutGPUQuarantinesOnlyHardwareClasses(t *testing.T) {
 	h := newHarness(t, Config{})
 	a := runOn(h, "n1", map[string]int{"train": 8})["train"]
@@ -182,10 +182,10 @@ func TestFaultWithoutGPUQuarantinesOnlyHardwareClasses(t *testing.T) {
 		rep.Faults = []model.GPUFault{f}
 		h.beat(rep)
 		if n := h.node("n1"); n.Quarantined || n.QuarantinedGPUs != 0 {
-			t.Errorf("XID %d (%s) on no particular GPU quarantined the node", f.XID, Classify(f))
+			t.Errorf("XID %d (%s) on no particular GPU quarantined the node", f.XID, model.ClassifyFault(f))
 		}
 		if got, _ := h.alloc(a.ID); got.Stopping {
-			t.Errorf("XID %d (%s) on no particular GPU stopped %s for %s", f.XID, Classify(f), got.ID, got.StopReason)
+			t.Errorf("XID %d (%s) on no particular GPU stopped %s for %s", f.XID, model.ClassifyFault(f), got.ID, got.StopReason)
 		}
 	}
 }
@@ -194,26 +194,26 @@ func TestClassify(t *testing.T) {
 	type classCase struct {
 		name  string
 		fault model.GPUFault
-		want  FaultClass
+		want  model.FaultClass
 	}
 	tests := []classCase{
-		{"xid 79 off the bus", model.GPUFault{XID: 79, Kind: "xid"}, FaultNode},
-		{"nvml failing", model.GPUFault{GPU: -1, Kind: "nvml"}, FaultNode},
-		{"ecc", model.GPUFault{Kind: "ecc"}, FaultGPU},
-		{"gpu lost", model.GPUFault{Kind: "lost"}, FaultGPU},
-		{"unknown xid", model.GPUFault{XID: 999, Kind: "xid"}, FaultUnknown},
-		{"no xid", model.GPUFault{Kind: "xid"}, FaultUnknown},
+		{"xid 79 off the bus", model.GPUFault{XID: 79, Kind: "xid"}, model.FaultNode},
+		{"nvml failing", model.GPUFault{GPU: -1, Kind: "nvml"}, model.FaultNode},
+		{"ecc", model.GPUFault{Kind: "ecc"}, model.FaultGPU},
+		{"gpu lost", model.GPUFault{Kind: "lost"}, model.FaultGPU},
+		{"unknown xid", model.GPUFault{XID: 999, Kind: "xid"}, model.FaultUnknown},
+		{"no xid", model.GPUFault{Kind: "xid"}, model.FaultUnknown},
 	}
 	for _, x := range []int{46, 48, 62, 64, 95, 119, 120} {
-		tests = append(tests, classCase{"xid " + strconv.Itoa(x), model.GPUFault{XID: x, Kind: "xid"}, FaultGPU})
+		tests = append(tests, classCase{"xid " + strconv.Itoa(x), model.GPUFault{XID: x, Kind: "xid"}, model.FaultGPU})
 	}
 	for _, x := range []int{13, 31, 43, 45, 94} {
-		tests = append(tests, classCase{"xid " + strconv.Itoa(x), model.GPUFault{XID: x, Kind: "xid"}, FaultApp})
+		tests = append(tests, classCase{"xid " + strconv.Itoa(x), model.GPUFault{XID: x, Kind: "xid"}, model.FaultApp})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if d := cmp.Diff(tc.want, Classify(tc.fault)); d != "" {
-				t.Errorf("Classify(%+v) (-want +got):\n%s", tc.fault, d)
+			if d := cmp.Diff(tc.want, model.ClassifyFault(tc.fault)); d != "" {
+				t.Errorf("model.ClassifyFault(%+v) (-want +got):\n%s", tc.fault, d)
 			}
 		})
 	}

@@ -1,0 +1,209 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// alloc is one allocation on this node and the process group running it.
+// A supervisor goroutine owns the process; Stop and Kill only move its
+// deadline and wake it.
+type alloc struct {
+	id   string
+	dir  string
+	gpus model.GPUMask
+	log  *slog.Logger
+	// changed is called (without locks held) when the state changes, so
+	// the agent can report it at once instead of at the next interval.
+	changed func()
+
+	mu         sync.Mutex
+	state      model.ActualState
+	exitCode   int
+	killed     bool
+	checkpoint string
+	hold       bool // no command: the allocation only holds its GPUs
+	pgid       int
+	cgDir      string
+	deadline   time.Time // SIGKILL at this instant; zero: not stopping
+	termSent   bool
+	killSent   bool
+	leaderDone bool
+	stdout     *cappedLog
+	stderr     *cappedLog
+
+	wake chan struct{}
+	done chan struct{}
+}
+
+func newAlloc(id, dir string, gpus model.GPUMask, log *slog.Logger, changed func()) *alloc {
+	return &alloc{id: id, dir: dir, gpus: gpus, log: log.With("alloc", id), changed: changed,
+		state: model.ActualStarting, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// actual is what the heartbeat says about this allocation.
+func (p *alloc) actual() model.ActualAlloc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint}
+}
+
+func (p *alloc) exited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state == model.ActualExited
+}
+
+// stop asks the process group to exit by the deadline: SIGTERM now (once),
+// SIGKILL at the deadline unless everything is gone by then. A later
+// stop can bring the deadline forward, never push it back.
+func (p *alloc) stop(deadline time.Time, why string) {
+	p.mu.Lock()
+	if p.state == model.ActualExited {
+		p.mu.Unlock()
+		return
+	}
+	if p.hold || p.pgid == 0 {
+		p.finishLocked(0)
+		p.mu.Unlock()
+		p.changed()
+		return
+	}
+	if p.deadline.IsZero() || deadline.Before(p.deadline) {
+		p.deadline = deadline
+	}
+	if !p.termSent {
+		p.termSent = true
+		p.state = model.ActualStopping
+		p.log.Info("stopping: SIGTERM to the process group", "why", why, "deadline", deadline.Format(time.RFC3339Nano))
+		if err := signalGroup(p.pgid, syscall.SIGTERM); err != nil {
+			p.log.Warn("SIGTERM failed", "err", err)
+		}
+	}
+	p.mu.Unlock()
+	p.poke()
+	p.changed()
+}
+
+// kill moves the deadline to now: the control plane says it has passed.
+func (p *alloc) kill(why string) { p.stop(time.Now(), why) }
+
+func (p *alloc) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// supervise owns the process from start to the moment its whole group is
+// gone. Only then is the allocation reported exited: its GPUs are free.
+func (p *alloc) supervise(cmd *exec.Cmd, strayGrace time.Duration) {
+	waitCh := make(chan *os.ProcessState, 1)
+	go func() {
+		_ = cmd.Wait()
+		waitCh <- cmd.ProcessState
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		next := time.Hour
+		if p.leaderDone {
+			next = 20 * time.Millisecond // waiting for the rest of the group
+		}
+		if !p.deadline.IsZero() && !p.killSent {
+			next = max(0, min(next, time.Until(p.deadline)))
+		}
+		p.mu.Unlock()
+		timer.Reset(next)
+		select {
+		case ps := <-waitCh:
+			waitCh = nil
+			p.mu.Lock()
+			p.leaderDone = true
+			p.exitCode = exitCode(ps)
+			p.mu.Unlock()
+		case <-timer.C:
+		case <-p.wake:
+		}
+		p.mu.Lock()
+		if !p.deadline.IsZero() && !p.killSent && !time.Now().Before(p.deadline) {
+			p.killSent, p.killed = true, true
+			p.log.Warn("deadline passed: SIGKILL to the process group")
+			_ = signalGroup(p.pgid, syscall.SIGKILL)
+			if p.cgDir != "" {
+				_ = killCgroup(p.cgDir)
+			}
+		}
+		if p.leaderDone {
+			if !groupAlive(p.pgid) && (p.cgDir == "" || !populated(p.cgDir)) {
+				p.finishLocked(p.exitCode)
+				p.mu.Unlock()
+				p.changed()
+				return
+			}
+			if !p.termSent {
+				// The leader is gone but left processes behind: they get
+				// the same treatment as a stop.
+				p.termSent = true
+				p.deadline = time.Now().Add(strayGrace)
+				p.log.Info("leader exited with processes left in its group: SIGTERM to them")
+				_ = signalGroup(p.pgid, syscall.SIGTERM)
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// finishLocked records the exit; the caller holds p.mu.
+func (p *alloc) finishLocked(code int) {
+	p.state, p.exitCode = model.ActualExited, code
+	if b, err := os.ReadFile(filepath.Join(p.dir, "checkpoint")); err == nil && len(b) < 4096 {
+		p.checkpoint = strings.TrimSpace(string(b))
+	}
+	for _, l := range []*cappedLog{p.stdout, p.stderr} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	_ = os.Remove(filepath.Join(p.dir, "pid"))
+	rec, _ := json.Marshal(model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint})
+	_ = os.WriteFile(filepath.Join(p.dir, "exit"), append(rec, '\n'), 0o644)
+	if p.cgDir != "" {
+		_ = os.Remove(p.cgDir)
+	}
+	p.log.Info("allocation exited", "exit_code", p.exitCode, "killed", p.killed, "checkpoint", p.checkpoint)
+	close(p.done)
+}
+
+// note writes a line from the agent into the allocation's stderr log: how
+// a job hears of an application-level GPU error on its GPUs.
+func (p *alloc) note(format string, args ...any) {
+	p.mu.Lock()
+	l := p.stderr
+	p.mu.Unlock()
+	if l != nil {
+		fmt.Fprintf(l, "[berth agent] "+format+"\n", args...)
+	}
+}
+
+// exitCode follows the shell: 128+n for death by signal n.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

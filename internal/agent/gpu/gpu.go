@@ -1,0 +1,65 @@
+package gpu
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// Device is one GPU as the backend sees it.
+type Device struct {
+	Index     int
+	UUID      string
+	MemoryMiB int64
+}
+
+// Inventory is what a node has: its GPUs, their model and how they are
+// wired together.
+type Inventory struct {
+	Model   string
+	Devices []Device
+	// Links is the NVLink matrix, nil when the backend cannot tell.
+	Links *model.LinkMatrix
+}
+
+// UUIDs lists the devices' UUIDs by index.
+func (inv Inventory) UUIDs() []string {
+	out := make([]string, len(inv.Devices))
+	for i, d := range inv.Devices {
+		out[i] = d.UUID
+	}
+	return out
+}
+
+// Backend is a source of GPUs and their faults.
+type Backend interface {
+	// Name says which backend this is, for logs ("nvml", "fake").
+	Name() string
+	// Inventory reads the node's GPUs. An error means the management
+	// library itself is failing: every GPU is then suspect.
+	Inventory() (Inventory, error)
+	// Faults returns the faults seen since the last call and forgets
+	// them; the caller keeps them until the control plane has them.
+	Faults() []model.GPUFault
+	// Close releases the library.
+	Close() error
+}
+
+// ErrNoDriver is returned by Open when there is no NVIDIA driver to talk
+// to (and so no real GPUs for this agent).
+var ErrNoDriver = errors.New("no NVIDIA driver found (libnvidia-ml.so.1 did not load)")
+
+// ShortModel turns NVML's product name into the model string berth
+// schedules by: "NVIDIA H100 80GB HBM3" → "H100", "NVIDIA A100-SXM4-80GB"
+// → "A100". Jobs name models in this short form.
+func ShortModel(name string) string {
+	name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), "NVIDIA"))
+	if i := strings.IndexAny(name, " -"); i > 0 {
+		name = name[:i]
+	}
+	if name == "" {
+		return "unknown"
+	}
+	return name
+}

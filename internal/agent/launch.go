@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// passEnv are the agent's own variables a workload inherits. Nothing else
+// is passed: the agent's token in particular must not reach a job.
+var passEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// launch starts an allocation. A start that fails is an allocation that
+// exited (127 when the command is missing, 126 otherwise), so the control
+// plane learns of it in the next heartbeat.
+func (a *Agent) launch(d model.DesiredAlloc) *alloc {
+	dir := a.state.allocDir(d.ID)
+	p := newAlloc(d.ID, dir, d.GPUs, a.log, a.poke)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		a.log.Error("cannot create allocation directory", "alloc", d.ID, "err", err)
+		p.finishLocked(126)
+		return p
+	}
+	if d.Workload == nil || len(d.Workload.Command) == 0 {
+		if d.Workload != nil && d.Workload.Image != "" {
+			return a.failStart(p, 126, fmt.Errorf("the exec driver runs commands; image %q needs a container runtime: give the workload a command", d.Workload.Image))
+		}
+		// Nothing to run: the allocation holds its GPUs until stopped
+		// (an interactive reservation, or load-test jobs).
+		p.hold, p.state = true, model.ActualRunning
+		return p
+	}
+	var err error
+	if p.stdout, err = openCappedLog(filepath.Join(dir, "stdout.log"), a.cfg.LogMaxBytes); err != nil {
+		return a.failStart(p, 126, err)
+	}
+	if p.stderr, err = openCappedLog(filepath.Join(dir, "stderr.log"), a.cfg.LogMaxBytes); err != nil {
+		return a.failStart(p, 126, err)
+	}
+	cmd := exec.Command(d.Workload.Command[0], d.Workload.Command[1:]...)
+	cmd.Dir = dir
+	cmd.Env = a.allocEnv(d, dir)
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if a.cg != nil {
+		cgDir, fd, err := a.cg.create(d.ID, d.CPUMilli, d.MemoryMiB)
+		if err != nil {
+			a.log.Warn("allocation runs without cgroup limits", "alloc", d.ID, "err", err)
+		} else {
+			defer fd.Close()
+			p.cgDir = cgDir
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(fd.Fd())
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		code := 126
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		return a.failStart(p, code, err)
+	}
+	pid := cmd.Process.Pid
+	p.pgid, p.state = pid, model.ActualRunning
+	if st, err := readStat(pid); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "pid"), fmt.Appendf(nil, "%d %d\n", pid, st.start), 0o644)
+	}
+	a.log.Info("allocation started", "alloc", d.ID, "owner", d.OwnerID, "gpus", d.GPUs.String(), "pid", pid)
+	go p.supervise(cmd, a.cfg.StrayGrace)
+	return p
+}
+
+func (a *Agent) failStart(p *alloc, code int, err error) *alloc {
+	a.log.Error("allocation failed to start", "alloc", p.id, "err", err)
+	if p.stderr != nil {
+		p.note("failed to start: %v", err)
+	}
+	p.mu.Lock()
+	p.finishLocked(code)
+	p.mu.Unlock()
+	return p
+}
+
+// allocEnv is a workload's environment: a few of the agent's variables,
+// the workload's own, then berth's, which win.
+func (a *Agent) allocEnv(d model.DesiredAlloc, dir string) []string {
+	var env []string
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(d.Workload.Env))
+	for k := range d.Workload.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+d.Workload.Env[k])
+	}
+	visible := strings.Join(a.visible(d.GPUs), ",")
+	env = append(env,
+		"CUDA_VISIBLE_DEVICES="+visible,
+		"NVIDIA_VISIBLE_DEVICES="+visible,
+		"BERTH_NODE_ID="+a.cfg.NodeID,
+		"BERTH_ALLOC_ID="+d.ID,
+		"BERTH_ALLOC_DIR="+dir,
+		"BERTH_GPUS="+strconv.Itoa(d.GPUs.Count()),
+	)
+	if d.OwnerKind == model.OwnerInference {
+		env = append(env, "BERTH_DEPLOYMENT="+d.OwnerID, "BERTH_REPLICA="+strconv.Itoa(d.Replica))
+	} else {
+		env = append(env, "BERTH_JOB_ID="+d.OwnerID)
+	}
+	if d.CheckpointDir != "" {
+		env = append(env, "BERTH_CHECKPOINT_DIR="+d.CheckpointDir)
+	}
+	if d.Restore != "" {
+		env = append(env, "BERTH_RESTORE="+d.Restore)
+	}
+	return env
+}
+
+// visible names the allocation's GPUs for CUDA: UUIDs from real hardware
+// (stable across reordering), indices from the fake backend.
+func (a *Agent) visible(m model.GPUMask) []string {
+	var out []string
+	for i := range model.MaxGPUsPerNode {
+		if m&(1<<uint(i)) == 0 {
+			continue
+		}
+		if a.backend.Name() != "fake" && i < len(a.inv.Devices) && a.inv.Devices[i].UUID != "" {
+			out = append(out, a.inv.Devices[i].UUID)
+		} else {
+			out = append(out, strconv.Itoa(i))
+		}
+	}
+	return out
+}

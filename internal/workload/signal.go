@@ -1,0 +1,32 @@
+package workload
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// StopSignal is closed when the process gets SIGTERM or SIGINT: the
+// agent's stop request, or Ctrl-C.
+func StopSignal() <-chan struct{} {
+	stop := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		close(stop)
+	}()
+	return stop
+}
+
+// ExitCode is the process exit status for a workload's result.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrPreempted):
+		return 128 + int(syscall.SIGTERM)
+	}
+	return 1
+}

@@ -1,0 +1,152 @@
+package workload
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// TrainConfig is `berth workload train`.
+type TrainConfig struct {
+	Steps    int
+	StepTime time.Duration
+	// CheckpointEvery writes a checkpoint every so many steps as well as
+	// on SIGTERM (0: only on SIGTERM).
+	CheckpointEvery int
+	Out             io.Writer
+}
+
+// Checkpoint is what the stand-in trainer saves.
+type Checkpoint struct {
+	Job  string    `json:"job"`
+	Step int       `json:"step"`
+	At   time.Time `json:"at"`
+}
+
+// ErrPreempted is returned when a stop request ended the run after a
+// checkpoint; the process exits 143, as a process ended by SIGTERM does.
+var ErrPreempted = errors.New("stopped by SIGTERM after checkpointing")
+
+// Train runs steps until done or until stop is closed (SIGTERM), then
+// checkpoints. It resumes from BERTH_RESTORE.
+func Train(stop <-chan struct{}, cfg TrainConfig) error {
+	if cfg.Steps < 1 {
+		return fmt.Errorf("--steps: %d: expected at least 1", cfg.Steps)
+	}
+	if cfg.StepTime <= 0 {
+		return fmt.Errorf("--step-time: %v: expected a positive duration", cfg.StepTime)
+	}
+	if cfg.CheckpointEvery < 0 {
+		return fmt.Errorf("--checkpoint-every: %d: expected 0 or more", cfg.CheckpointEvery)
+	}
+	job := os.Getenv("BERTH_JOB_ID")
+	if job == "" {
+		job = "train"
+	}
+	step := 0
+	if r := os.Getenv("BERTH_RESTORE"); r != "" {
+		ck, err := readCheckpoint(r)
+		if err != nil {
+			return fmt.Errorf("BERTH_RESTORE: %w", err)
+		}
+		step = ck.Step
+		fmt.Fprintf(cfg.Out, "resumed from %s at step %d\n", r, step)
+	} else {
+		fmt.Fprintf(cfg.Out, "starting at step 0 of %d\n", cfg.Steps)
+	}
+	t := time.NewTicker(cfg.StepTime)
+	defer t.Stop()
+	for step < cfg.Steps {
+		select {
+		case <-stop:
+			path, err := saveCheckpoint(job, step)
+			if err != nil {
+				return fmt.Errorf("checkpoint on SIGTERM: %w", err)
+			}
+			fmt.Fprintf(cfg.Out, "SIGTERM: checkpointed step %d to %s\n", step, path)
+			return ErrPreempted
+		case <-t.C:
+		}
+		step++
+		fmt.Fprintf(cfg.Out, "step %d/%d\n", step, cfg.Steps)
+		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 && step < cfg.Steps {
+			path, err := saveCheckpoint(job, step)
+			if err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+			fmt.Fprintf(cfg.Out, "checkpointed step %d to %s\n", step, path)
+		}
+	}
+	fmt.Fprintf(cfg.Out, "done: %d steps\n", step)
+	return nil
+}
+
+func readCheckpoint(path string) (Checkpoint, error) {
+	var ck Checkpoint
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ck, err
+	}
+	if err := json.Unmarshal(b, &ck); err != nil {
+		return ck, fmt.Errorf("%s is not a checkpoint: %w", path, err)
+	}
+	if ck.Step < 0 {
+		return ck, fmt.Errorf("%s: step %d", path, ck.Step)
+	}
+	return ck, nil
+}
+
+// saveCheckpoint writes the checkpoint atomically into BERTH_CHECKPOINT_DIR
+// (the allocation's directory when unset), then names it in
+// $BERTH_ALLOC_DIR/checkpoint, where the agent looks when the process
+// exits.
+func saveCheckpoint(job string, step int) (string, error) {
+	dir := os.Getenv("BERTH_CHECKPOINT_DIR")
+	if dir == "" {
+		dir = os.Getenv("BERTH_ALLOC_DIR")
+	}
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path, err := filepath.Abs(filepath.Join(dir, fmt.Sprintf("%s-step-%d.json", job, step)))
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(Checkpoint{Job: job, Step: step, At: time.Now().UTC()})
+	if err := atomicWrite(path, b); err != nil {
+		return "", err
+	}
+	if ad := os.Getenv("BERTH_ALLOC_DIR"); ad != "" {
+		if err := atomicWrite(filepath.Join(ad, "checkpoint"), []byte(path+"\n")); err != nil {
+			return "", err
+		}
+	}
+	return path, nil
+}
+
+func atomicWrite(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
