@@ -31,6 +31,7 @@ func openCappedLog(path string, max int64) (*cappedLog, error) {
 }
 
 func (l *cappedLog) Write(p []byte) (int, error) {
+	whole := len(p) // io.Writer: report the whole write, even if capped
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
@@ -51,7 +52,10 @@ func (l *cappedLog) Write(p []byte) (int, error) {
 	}
 	n, err := l.f.Write(p)
 	l.size += int64(n)
-	return len(p), err
+	if err != nil {
+		return n, err
+	}
+	return whole, nil
 }
 
 func (l *cappedLog) Close() error {

@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/model"
+)
+
+// tamper is a reverse proxy in front of the real server that can rewrite
+// its answers to heartbeats: a stale leader, a broken middlebox, a bug.
+type tamper struct {
+	srv     *httptest.Server
+	rewrite atomic.Pointer[func(status *int, body []byte) []byte]
+}
+
+func newTamper(t *testing.T, backend string) *tamper {
+	u, _ := url.Parse("http://" + backend)
+	tp := &tamper{}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(r *http.Response) error {
+		fn := tp.rewrite.Load()
+		if fn == nil || r.Request.URL.Path != "/v1/agent/heartbeat" {
+			return nil
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		r.Body.Close()
+		status := r.StatusCode
+		body = (*fn)(&status, body)
+		r.StatusCode = status
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	tp.srv = httptest.NewServer(rp)
+	t.Cleanup(tp.srv.Close)
+	return tp
+}
+
+func (tp *tamper) set(fn func(status *int, body []byte) []byte) { tp.rewrite.Store(&fn) }
+func (tp *tamper) pass()                                        { tp.rewrite.Store(nil) }
+
+// orders rewrites the decoded orders.
+func (tp *tamper) orders(edit func(o *model.NodeOrders)) {
+	tp.set(func(_ *int, body []byte) []byte {
+		var o model.NodeOrders
+		if json.Unmarshal(body, &o) != nil {
+			return body
+		}
+		edit(&o)
+		b, _ := json.Marshal(o)
+		return b
+	})
+}
+
+func (tp *tamper) addr() string { return tp.srv.Listener.Addr().String() }
+
+// holdsSteady waits several heartbeats of rejected answers and checks the
+// work was not touched.
+func holdsSteady(t *testing.T, what string, ra *runningAgent, pid int, alloc string) {
+	t.Helper()
+	acc, _ := ra.Counts()
+	time.Sleep(4 * hbInterval)
+	if now, _ := ra.Counts(); now != acc {
+		t.Fatalf("%s: the agent acted on %d answers it should have refused", what, now-acc)
+	}
+	if !alive(pid) {
+		t.Fatalf("%s: the workload died", what)
+	}
+	for _, a := range ra.Allocations() {
+		if a.ID == alloc && a.State != model.ActualRunning {
+			t.Fatalf("%s: %s is %s", what, alloc, a.State)
+		}
+	}
+}
+
+// TestFenceRegressionIgnored: orders under a lower fence than one already
+// seen, saying nothing should run, stop nothing; orders under the current
+// fence are acted on again afterwards.
+func TestFenceRegressionIgnored(t *testing.T) {
+	f := newFleet(t)
+	tp := newTamper(t, f.listen)
+	n1 := f.startAgent("n1", tp.addr())
+	j := f.submit(api.JobRequest{Name: "fenced", GPUs: 8}, "train", "-steps", "100000", "-step-time", "50ms")
+	alloc := f.running(n1, j)
+	pid := n1.pid(t, alloc)
+	fence := n1.Fence()
+	if fence <= 0 {
+		t.Fatalf("fence %d after accepted orders", fence)
+	}
+	tp.orders(func(o *model.NodeOrders) {
+		o.Fence = fence - 1
+		o.Allocations = []model.DesiredAlloc{}
+	})
+	_, rej := n1.Counts()
+	holdsSteady(t, "stale fence", n1, pid, alloc)
+	if _, now := n1.Counts(); now <= rej {
+		t.Fatalf("no answer was refused")
+	}
+	if n1.Fence() != fence {
+		t.Fatalf("fence moved to %d", n1.Fence())
+	}
+	// A higher fence with the same empty desired state is a new leader
+	// whose table does not have the allocation: it is stopped.
+	tp.orders(func(o *model.NodeOrders) {
+		o.Fence = fence + 1
+		o.Allocations = []model.DesiredAlloc{}
+	})
+	eventually(t, "unknown allocation stopped under a higher fence", func() error {
+		if alive(pid) {
+			return fmt.Errorf("pid %d alive", pid)
+		}
+		return nil
+	})
+	if n1.Fence() != fence+1 {
+		t.Fatalf("fence %d, want %d", n1.Fence(), fence+1)
+	}
+}
+
+// TestMalformedOrdersLeaveWorkAlone: every kind of broken answer is
+// refused whole and the running work is left exactly as it was.
+func TestMalformedOrdersLeaveWorkAlone(t *testing.T) {
+	f := newFleet(t)
+	tp := newTamper(t, f.listen)
+	n1 := f.startAgent("n1", tp.addr())
+	j := f.submit(api.JobRequest{Name: "steady", GPUs: 4}, "train", "-steps", "100000", "-step-time", "50ms")
+	alloc := f.running(n1, j)
+	pid := n1.pid(t, alloc)
+	raw := func(status int, body string) func(*int, []byte) []byte {
+		return func(s *int, _ []byte) []byte { *s = status; return []byte(body) }
+	}
+	cases := map[string]func(*int, []byte) []byte{
+		"garbage":          raw(200, "<html>proxy error</html>"),
+		"truncated":        func(_ *int, b []byte) []byte { return b[:len(b)/2] },
+		"empty":            raw(200, ""),
+		"trailing garbage": func(_ *int, b []byte) []byte { return append(b, []byte("}{")...) },
+		"wrong types":      raw(200, `{"node_id": 7, "fence": "x"}`),
+		"server error":     raw(500, `{"error":{"code":"internal","message":"boom"}}`),
+	}
+	edits := map[string]func(*model.NodeOrders){
+		"allocations null": func(o *model.NodeOrders) { o.Allocations = nil },
+		"other node":       func(o *model.NodeOrders) { o.NodeID = "n2"; o.Allocations = []model.DesiredAlloc{} },
+		"other epoch":      func(o *model.NodeOrders) { o.BootEpoch++; o.Allocations = []model.DesiredAlloc{} },
+		"no fence":         func(o *model.NodeOrders) { o.Fence = 0; o.Allocations = []model.DesiredAlloc{} },
+		"gpu off the node": func(o *model.NodeOrders) { o.Allocations[0].GPUs = 1 << 9 },
+		"bad id":           func(o *model.NodeOrders) { o.Allocations[0].ID = "../../etc" },
+		"duplicate": func(o *model.NodeOrders) {
+			o.Allocations = append(o.Allocations, o.Allocations[0])
+		},
+		"absurd interval": func(o *model.NodeOrders) { o.HeartbeatInterval = 24 * time.Hour },
+	}
+	for name, fn := range cases {
+		tp.set(fn)
+		holdsSteady(t, name, n1, pid, alloc)
+	}
+	for name, edit := range edits {
+		tp.orders(edit)
+		holdsSteady(t, name, n1, pid, alloc)
+	}
+	tp.pass()
+	acc, _ := n1.Counts()
+	eventually(t, "acting on good orders again", func() error {
+		if now, _ := n1.Counts(); now <= acc {
+			return fmt.Errorf("none accepted")
+		}
+		return nil
+	})
+	if jj := f.job(j); jj.State != model.JobRunning || jj.Allocations[0].ID != alloc {
+		t.Fatalf("job %s %v after the bad answers", jj.State, jj.Allocations)
+	}
+}
