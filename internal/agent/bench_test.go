@@ -42,4 +42,3 @@ func BenchmarkKillAtDeadline(b *testing.B) {
 	}
 	b.ReportMetric(float64(late.Microseconds())/float64(n)/1000, "late-ms")
 }
-

@@ -44,6 +44,7 @@ type Instance struct {
 	httpSrv    *http.Server
 	done       chan error
 	cancel     context.CancelFunc
+	log        *slog.Logger
 }
 
 // Start opens the store, starts serving and campaigning, and returns once
@@ -83,7 +84,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	srv := New(st, ctl, reg, m, Options{ID: id, Addr: addr, Logger: cfg.Logger})
 	m.Observe(srv)
 	ictx, cancel := context.WithCancel(ctx)
-	in := &Instance{Server: srv, Store: st, Controller: ctl, Addr: addr, cancel: cancel, done: make(chan error, 2),
+	in := &Instance{Server: srv, Store: st, Controller: ctl, Addr: addr, cancel: cancel, done: make(chan error, 2), log: cfg.Logger,
 		httpSrv: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
@@ -116,6 +117,13 @@ func (in *Instance) Stop() error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := in.httpSrv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Requests still in flight after the grace (a slow etcd, a
+		// client that never reads): close their connections. A stop that
+		// had to cut them is still a stop.
+		in.log.Warn("requests still in flight after 5s: closing their connections")
+		err = in.httpSrv.Close()
+	}
 	in.cancel()
 	for i := 0; i < 2; i++ {
 		if e := <-in.done; e != nil && err == nil {

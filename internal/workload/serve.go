@@ -37,6 +37,9 @@ type Reply struct {
 // 503 from then on, no new connections are taken, requests in flight
 // finish (for up to Drain), and the process exits 0.
 func Serve(stop <-chan struct{}, cfg ServeConfig) error {
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
 	if cfg.Drain <= 0 {
 		return fmt.Errorf("--drain: %v: expected a positive duration", cfg.Drain)
 	}
@@ -65,6 +68,7 @@ func Serve(stop <-chan struct{}, cfg ServeConfig) error {
 	addr := ln.Addr().String()
 	if dir := os.Getenv("BERTH_ALLOC_DIR"); dir != "" {
 		if err := atomicWrite(filepath.Join(dir, "addr"), []byte(addr+"\n")); err != nil {
+			ln.Close()
 			return err
 		}
 	}

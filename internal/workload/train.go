@@ -34,6 +34,9 @@ var ErrPreempted = errors.New("stopped by SIGTERM after checkpointing")
 // Train runs steps until done or until stop is closed (SIGTERM), then
 // checkpoints. It resumes from BERTH_RESTORE.
 func Train(stop <-chan struct{}, cfg TrainConfig) error {
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
 	if cfg.Steps < 1 {
 		return fmt.Errorf("--steps: %d: expected at least 1", cfg.Steps)
 	}

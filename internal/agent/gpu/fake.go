@@ -179,7 +179,8 @@ func (f *Fake) poll() {
 		var in Injection
 		dec := json.NewDecoder(strings.NewReader(text))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err == nil {
+		err := dec.Decode(&in)
+		if err == nil {
 			err = in.Validate(f.cfg.GPUs)
 		}
 		if err != nil {
