@@ -27,14 +27,14 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestDevPlacesTheDemoMix(t *testing.T) {
-	out, err := run(t, "dev", "-o", "json")
+func TestSimPlanPlacesTheDemoMix(t *testing.T) {
+	out, err := run(t, "sim", "plan", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var d sched.Decision
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
-		t.Fatalf("dev -o json is not a decision: %v\n%s", err, out)
+		t.Fatalf("sim plan -o json is not a decision: %v\n%s", err, out)
 	}
 	placed := map[string]int{}
 	for _, b := range d.Binds {
@@ -47,22 +47,22 @@ func TestDevPlacesTheDemoMix(t *testing.T) {
 	if d.Topology.FreeGPUs != 128-96 || d.Topology.LargestPlaceable.Node != 8 {
 		t.Fatalf("topology %+v", d.Topology)
 	}
-	table, err := run(t, "dev", "--nodes", "4", "--pods", "1")
+	table, err := run(t, "sim", "plan", "--nodes", "4", "--pods", "1")
 	if err != nil || !strings.Contains(table, "largest_placeable") || !strings.Contains(table, "PENDING") {
 		t.Fatalf("a 4-node fleet cannot hold the mix; the table should say why:\n%s", table)
 	}
 }
 
-func TestDevRejectsBadFlags(t *testing.T) {
+func TestSimPlanRejectsBadFlags(t *testing.T) {
 	for args, field := range map[string]string{
 		"--nodes 0":          "--nodes",
 		"--pods 9 --nodes 4": "--pods",
 		"--gpus-per-node 65": "--gpus-per-node",
 		"-o yaml":            "--output",
 	} {
-		_, err := run(t, append([]string{"dev"}, strings.Fields(args)...)...)
+		_, err := run(t, append([]string{"sim", "plan"}, strings.Fields(args)...)...)
 		if err == nil || !strings.Contains(err.Error(), field) {
-			t.Errorf("dev %s: error %v does not name %s", args, err, field)
+			t.Errorf("sim plan %s: error %v does not name %s", args, err, field)
 		}
 	}
 }

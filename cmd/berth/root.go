@@ -18,7 +18,8 @@ largest_placeable is the number that says what the fleet can still run.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newDevCmd(), newSimCmd(), newServerCmd(), newTokenCmd(), newLoadgenCmd(),
-		newAgentCmd(), newWorkloadCmd())
+		newAgentCmd(), newWorkloadCmd(),
+		newJobCmd(), newDeployCmd(), newTopologyCmd(), newNodesCmd(), newQuotaCmd(), newAlertsCmd())
 	return root
 }
 

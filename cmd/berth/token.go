@@ -3,44 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
-	"github.com/berthsched/berth/internal/client"
 	"github.com/spf13/cobra"
 )
-
-// connFlags are the server address and token every API command takes:
-// flags, then BERTH_ADDR / BERTH_TOKEN, then the admin token a local
-// server saved in its data dir.
-type connFlags struct{ addr, token string }
-
-func (c *connFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.addr, "server", "", "berth server address (default $BERTH_ADDR, else 127.0.0.1:7070)")
-	cmd.Flags().StringVar(&c.token, "token", "", "bearer token (default $BERTH_TOKEN, else <data-dir>/admin.token)")
-}
-
-func (c *connFlags) client() (*client.Client, error) {
-	addr, token := c.addr, c.token
-	if addr == "" {
-		addr = os.Getenv("BERTH_ADDR")
-	}
-	if addr == "" {
-		addr = "127.0.0.1:7070"
-	}
-	if token == "" {
-		token = os.Getenv("BERTH_TOKEN")
-	}
-	if token == "" {
-		b, err := os.ReadFile(filepath.Join(defaultDataDir(), "admin.token"))
-		if err != nil {
-			return nil, fmt.Errorf("no token: pass --token, set BERTH_TOKEN, or run this where `berth server` saved %s", filepath.Join(defaultDataDir(), "admin.token"))
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	return client.New(addr, token), nil
-}
 
 func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens"}

@@ -67,6 +67,9 @@ func (s *Server) routes() {
 	pub("GET /v1/openapi.json", s.openapi)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	auth("GET /v1/leader", s.leader)
+	pub("GET /{$}", s.index)
+	s.mux.Handle("GET /ui/", s.uiHandler())
+	auth("GET /v1/dashboard", s.dashboard)
 
 	auth("POST /v1/jobs", s.submitJob)
 	auth("GET /v1/jobs", s.listJobs)

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/berthsched/berth/internal/client"
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+)
+
+// connFlags are the server address and token every API command takes.
+// Each comes from its flag, else BERTH_ADDR / BERTH_TOKEN, else the CLI
+// config file (`berth dev` writes one), else the local server's defaults.
+type connFlags struct{ addr, token string }
+
+func (c *connFlags) add(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&c.addr, "server", "", "berth server address (default $BERTH_ADDR, the config file, else 127.0.0.1:7070)")
+	cmd.PersistentFlags().StringVar(&c.token, "token", "", "bearer token (default $BERTH_TOKEN, the config file, else <data-dir>/admin.token)")
+}
+
+func (c *connFlags) client() (*client.Client, error) {
+	addr, token := c.addr, c.token
+	if addr == "" {
+		addr = os.Getenv("BERTH_ADDR")
+	}
+	if token == "" {
+		token = os.Getenv("BERTH_TOKEN")
+	}
+	if addr == "" || token == "" {
+		cfg, err := loadConfig()
+		if err != nil {
+			return nil, err
+		}
+		if addr == "" {
+			addr = cfg.Server
+		}
+		if token == "" {
+			token = cfg.Token
+		}
+	}
+	if addr == "" {
+		addr = "127.0.0.1:7070"
+	}
+	if token == "" {
+		b, err := os.ReadFile(filepath.Join(defaultDataDir(), "admin.token"))
+		if err != nil {
+			return nil, fmt.Errorf("no token: pass --token, set BERTH_TOKEN, run `berth dev` (it writes %s), or run this where `berth server` saved %s",
+				configPath(), filepath.Join(defaultDataDir(), "admin.token"))
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return client.New(addr, token), nil
+}
+
+// outFlag is -o table|json|yaml.
+type outFlag struct{ format string }
+
+func (o *outFlag) add(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "output format: table, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+func (o *outFlag) check() error {
+	switch o.format {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("--output: %q: expected table, json or yaml", o.format)
+}
+
+// print writes v as JSON or YAML, or calls table with a tabwriter.
+func (o *outFlag) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
+	switch o.format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		// Through JSON, so YAML keys are the API's field names.
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var generic any
+		if err := yaml.Unmarshal(b, &generic); err != nil {
+			return err
+		}
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		return enc.Encode(generic)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// age is a short, squeue-like duration.
+func age(since time.Time) string {
+	if since.IsZero() {
+		return "-"
+	}
+	d := time.Since(since)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

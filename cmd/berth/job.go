@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+)
+
+func newJobCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "job", Short: "Submit, list, show and cancel training jobs"}
+	var conn connFlags
+	conn.add(cmd)
+	cmd.AddCommand(newJobSubmitCmd(&conn), newJobLsCmd(&conn), newJobShowCmd(&conn), newJobCancelCmd(&conn))
+	return cmd
+}
+
+// readSpec reads a YAML or JSON file into an API request, strictly: YAML
+// goes through JSON so the API's own decoder (unknown fields refused,
+// named) judges it.
+func readSpec(path string, into any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-f: %w", err)
+	}
+	var generic any
+	if err := yaml.Unmarshal(b, &generic); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	j, err := json.Marshal(generic)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := api.Decode(bytes.NewReader(j), into); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func newJobSubmitCmd(conn *connFlags) *cobra.Command {
+	var (
+		req  api.JobRequest
+		file string
+		ckpt api.CheckpointRequest
+		env  []string
+		key  string
+		out  outFlag
+	)
+	cmd := &cobra.Command{
+		Use:   "submit [flags] [-- command args...]",
+		Short: "Submit a job from flags or a YAML/JSON file",
+		Example: `  berth job submit --name pretrain --team research --gpus 32 --topology pod \
+      --preemptible --checkpoint-path /ckpt/pretrain --checkpoint-bytes 200e9 \
+      -- berth workload train --steps 3600
+  berth job submit -f job.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if file != "" {
+				if cmd.Flags().NFlag() > countSet(cmd, "filename", "output", "idempotency-key", "server", "token") || len(args) > 0 {
+					return fmt.Errorf("-f: give the job either as a file or as flags, not both")
+				}
+				if err := readSpec(file, &req); err != nil {
+					return err
+				}
+			} else {
+				req.Command = args
+				if ckpt.Path != "" || ckpt.Bytes != 0 {
+					req.Checkpoint = &ckpt
+				}
+				for _, kv := range env {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok {
+						return fmt.Errorf("--env: %q: expected NAME=value", kv)
+					}
+					if req.Env == nil {
+						req.Env = map[string]string{}
+					}
+					req.Env[k] = v
+				}
+			}
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			acc, err := c.SubmitJob(cmd.Context(), req, key)
+			if err != nil {
+				return err
+			}
+			return out.print(cmd.OutOrStdout(), acc, func(tw *tabwriter.Writer) {
+				eta := "-"
+				if acc.ETA != nil {
+					eta = acc.ETA.Local().Format("15:04:05")
+				}
+				fmt.Fprintf(tw, "submitted %s: %s, queue position %d, eta %s\n", acc.JobID, acc.State, acc.QueuePosition, eta)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&file, "filename", "f", "", "job spec as YAML or JSON (the fields of POST /v1/jobs)")
+	f.StringVar(&req.Name, "name", "", "job name")
+	f.StringVar(&req.Org, "org", "", "org (default: the server's default org)")
+	f.StringVar(&req.Team, "team", "", "team")
+	f.StringVar(&req.User, "user", "", "user")
+	f.IntVar(&req.GPUs, "gpus", 0, "GPUs, all or nothing (a gang)")
+	f.StringVar(&req.Topology, "topology", "node", "node (one NVLink domain), pod (one leaf switch) or any")
+	f.StringVar(&req.GPUModel, "gpu-model", "", "GPU model, e.g. H100 (default: any)")
+	f.IntVar(&req.Priority, "priority", 0, "priority; higher runs first")
+	f.StringVar(&req.MaxRuntime, "max-runtime", "", "longest it may run, e.g. 4h (lets it backfill)")
+	f.BoolVar(&req.Preemptible, "preemptible", false, "may be preempted (needs a checkpoint)")
+	f.StringVar(&ckpt.Path, "checkpoint-path", "", "where the job checkpoints ($BERTH_CHECKPOINT_DIR)")
+	f.Int64Var(&ckpt.Bytes, "checkpoint-bytes", 0, "checkpoint size in bytes; sets the preemption deadline")
+	f.StringVar(&req.Image, "image", "", "container image, for runtimes that take one")
+	f.StringArrayVar(&env, "env", nil, "NAME=value for the job's environment (repeatable)")
+	f.StringVar(&key, "idempotency-key", "", "retry-safe submit: the same key returns the same job")
+	out.add(cmd)
+	return cmd
+}
+
+// countSet counts which of the named flags were set.
+func countSet(cmd *cobra.Command, names ...string) int {
+	n := 0
+	for _, name := range names {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			n++
+		}
+	}
+	return n
+}
+
+func newJobLsCmd(conn *connFlags) *cobra.Command {
+	var team, state string
+	var out outFlag
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List jobs, like squeue: id, team, GPUs, topology, state, age and why pending",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if team != "" {
+				q.Set("team", team)
+			}
+			if state != "" {
+				q.Set("state", state)
+			}
+			var list api.JobList
+			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &list); err != nil {
+				return err
+			}
+			return out.print(cmd.OutOrStdout(), list, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "ID\tNAME\tTEAM\tGPUS\tTOPOLOGY\tSTATE\tAGE\tWHERE / WHY PENDING")
+				for _, j := range list.Jobs {
+					where := ""
+					switch {
+					case j.PendingReason != nil:
+						where = j.PendingReason.Message
+					case len(j.Allocations) > 0:
+						var parts []string
+						for _, a := range j.Allocations {
+							parts = append(parts, a.NodeID+"["+a.GPUs.String()+"]")
+						}
+						where = strings.Join(parts, ",")
+					}
+					since := j.SubmittedAt
+					if !j.StartedAt.IsZero() {
+						since = j.StartedAt
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), dash(j.Team), j.Shape.GPUs, j.Shape.Topology, j.State, age(since), dash(where))
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&team, "team", "", "only this team's jobs")
+	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running, completed, failed, cancelled")
+	out.add(cmd)
+	return cmd
+}
+
+func newJobShowCmd(conn *connFlags) *cobra.Command {
+	var out outFlag
+	cmd := &cobra.Command{
+		Use:   "show JOB",
+		Short: "Show a job: shape, state, allocations, why pending, effective priority, history",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.Job(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return out.print(cmd.OutOrStdout(), j, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "job\t%s (%s)\n", j.ID, dash(j.Name))
+				fmt.Fprintf(tw, "owner\t%s/%s/%s\n", j.Org, dash(j.Team), dash(j.User))
+				fmt.Fprintf(tw, "shape\t%d GPUs, topology %s\n", j.Shape.GPUs, j.Shape.Topology)
+				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
+				fmt.Fprintf(tw, "priority\t%d, preemptible %v, preempted %d times\n", j.Priority, j.Preemptible, j.PreemptCount)
+				if j.EffectivePrio != nil {
+					p := j.EffectivePrio
+					fmt.Fprintf(tw, "effective priority\t%d = %d base + %d for preemptions + %d for waiting\n", p.Effective, p.Base, p.Preemptions, p.Waiting)
+				}
+				if j.PendingReason != nil {
+					fmt.Fprintf(tw, "why pending\t%s\n", j.PendingReason.Message)
+				}
+				if j.Reservation != nil {
+					fmt.Fprintf(tw, "reservation\tholds %d of %d GPUs at %s\n", j.Reservation.HeldGPUs, j.Reservation.GPUs, j.Reservation.At)
+				}
+				if j.ETA != nil {
+					fmt.Fprintf(tw, "eta\t%s\n", j.ETA.Local().Format("2006-01-02 15:04:05"))
+				}
+				for _, a := range j.Allocations {
+					stop := ""
+					if a.Stopping {
+						stop = " (stopping: " + a.StopReason + ")"
+					}
+					fmt.Fprintf(tw, "allocation\t%s on %s GPUs %s%s\n", a.ID, a.NodeID, a.GPUs, stop)
+				}
+				if j.Restore != "" {
+					fmt.Fprintf(tw, "restores from\t%s\n", j.Restore)
+				}
+				for _, e := range j.History {
+					fmt.Fprintf(tw, "  %s\t%s %s\n", e.At.Local().Format("15:04:05"), e.Event, e.Detail)
+				}
+			})
+		},
+	}
+	out.add(cmd)
+	return cmd
+}
+
+func newJobCancelCmd(conn *connFlags) *cobra.Command {
+	var out outFlag
+	cmd := &cobra.Command{
+		Use:   "cancel JOB...",
+		Short: "Cancel jobs: pending ones leave the queue, running ones stop (SIGTERM, then SIGKILL at the deadline)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			var done []api.Job
+			for _, id := range args {
+				j, err := c.CancelJob(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("%s: %w", id, err)
+				}
+				done = append(done, j)
+			}
+			return out.print(cmd.OutOrStdout(), done, func(tw *tabwriter.Writer) {
+				for _, j := range done {
+					fmt.Fprintf(tw, "%s\t%s\n", j.ID, j.State)
+				}
+			})
+		},
+	}
+	out.add(cmd)
+	return cmd
+}
