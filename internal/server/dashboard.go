@@ -57,6 +57,7 @@ type QueueEntry struct {
 	Name      string     `json:"name,omitempty"`
 	Team      string     `json:"team,omitempty"`
 	GPUs      int        `json:"gpus"`
+	Replicas  int        `json:"replicas,omitempty"` // inference: replicas short
 	Topology  string     `json:"topology,omitempty"`
 	Priority  int        `json:"priority"`
 	Reason    string     `json:"reason"`
@@ -169,7 +170,7 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 		for _, p := range last.Decision.Pending {
 			key := p.OwnerID
 			if p.Kind == model.OwnerInference {
-				q := QueueEntry{ID: p.OwnerID, Kind: string(p.Kind), GPUs: p.Missing, Reason: p.Reason.Message}
+				q := QueueEntry{ID: p.OwnerID, Kind: string(p.Kind), Replicas: max(p.Missing, 1), Reason: p.Reason.Message}
 				out = append(out, q)
 				continue
 			}

@@ -69,7 +69,7 @@
     $("#queue-count").textContent = d.queue.length + " waiting · " + d.running_jobs + " running";
     $("#queue tbody").replaceChildren(...d.queue.map((q) => el("tr", { "data-job": q.id },
       el("td", {}, q.name ? q.id + " (" + q.name + ")" : q.id + (q.kind === "inference" ? " (replicas)" : "")),
-      el("td", {}, q.team || ""), el("td", {}, q.gpus), el("td", {}, q.topology || ""), el("td", {}, q.priority),
+      el("td", {}, q.team || ""), el("td", {}, q.kind === "inference" ? q.replicas + " replica(s)" : q.gpus), el("td", {}, q.topology || ""), el("td", {}, q.priority),
       el("td", {}, q.waiting || ""), el("td", {}, q.held_gpus ? q.held_gpus + "/" + q.gpus : ""),
       el("td", {}, when(q.eta)), el("td", { class: "reason" }, q.reason))));
   }
