@@ -59,11 +59,16 @@ func newDeployCmd() *cobra.Command {
 					req.Desired = &desired
 				}
 			}
-			var d api.Deployment
-			if err := do(cmd.Context(), http.MethodPost, "/v1/deployments", req, &d); err != nil {
+			req.Command = absCommand(req.Command)
+			var created struct {
+				ID         string         `json:"deployment_id"`
+				Deployment api.Deployment `json:"deployment"`
+			}
+			if err := do(cmd.Context(), http.MethodPost, "/v1/deployments", req, &created); err != nil {
 				return nil, nil, err
 			}
-			return d, func(tw *tabwriter.Writer) {
+			d := created.Deployment
+			return created, func(tw *tabwriter.Writer) {
 				fmt.Fprintf(tw, "deployment %s: %d replicas of %d GPUs (%s), min %d max %d\n", d.ID, d.Target, d.ReplicaShape.GPUs, d.ReplicaShape.Topology, d.MinReplicas, d.MaxReplicas)
 			}, nil
 		})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -88,6 +89,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 					req.Env[k] = v
 				}
 			}
+			req.Command = absCommand(req.Command)
 			c, err := conn.client()
 			if err != nil {
 				return err
@@ -118,7 +120,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.StringVar(&req.MaxRuntime, "max-runtime", "", "longest it may run, e.g. 4h (lets it backfill)")
 	f.BoolVar(&req.Preemptible, "preemptible", false, "may be preempted (needs a checkpoint)")
 	f.StringVar(&ckpt.Path, "checkpoint-path", "", "where the job checkpoints ($BERTH_CHECKPOINT_DIR)")
-	f.Int64Var(&ckpt.Bytes, "checkpoint-bytes", 0, "checkpoint size in bytes; sets the preemption deadline")
+	f.Var(bytesFlag{&ckpt.Bytes}, "checkpoint-bytes", "checkpoint size (50e9, 50GB, 46.5GiB); sets the preemption deadline")
 	f.StringVar(&req.Image, "image", "", "container image, for runtimes that take one")
 	f.StringArrayVar(&env, "env", nil, "NAME=value for the job's environment (repeatable)")
 	f.StringVar(&key, "idempotency-key", "", "retry-safe submit: the same key returns the same job")
@@ -280,5 +282,16 @@ func newJobCancelCmd(conn *connFlags) *cobra.Command {
 		},
 	}
 	out.add(cmd)
+	return cmd
+}
+
+// absCommand makes a command given as ./prog or ../prog absolute: the
+// user means their directory, and the agent runs the command elsewhere.
+func absCommand(cmd []string) []string {
+	if len(cmd) > 0 && (strings.HasPrefix(cmd[0], "./") || strings.HasPrefix(cmd[0], "../")) {
+		if abs, err := filepath.Abs(cmd[0]); err == nil {
+			cmd = append([]string{abs}, cmd[1:]...)
+		}
+	}
 	return cmd
 }
