@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -36,7 +37,7 @@ func (b bytesFlag) Set(s string) error {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || f*mult > 1<<62 {
+	if err != nil || math.IsNaN(f) || f < 0 || f*mult > 1<<62 {
 		return fmt.Errorf("%q: expected a size such as 50e9, 50GB or 46.5GiB", s)
 	}
 	*b.v = int64(f * mult)

@@ -50,6 +50,10 @@ func newDeployCmd() *cobra.Command {
 	create := simple(&conn, "create [flags] [-- command args...]", "Create a deployment from flags or a YAML/JSON file", nil,
 		func(cmd *cobra.Command, args []string, do clientDo) (any, func(*tabwriter.Writer), error) {
 			if file != "" {
+				if cmd.Flags().NFlag() > countSet(cmd, "filename", "output", "server", "token") || len(args) > 0 {
+					return nil, nil, fmt.Errorf("-f: give the deployment either as a file or as flags, not both")
+				}
+				req = api.DeploymentRequest{}
 				if err := readSpec(file, &req); err != nil {
 					return nil, nil, err
 				}
@@ -233,7 +237,11 @@ func newQuotaCmd() *cobra.Command {
 	set := simple(&conn, "set SCOPE", "Set a scope's guaranteed GPUs and cap", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string, do clientDo) (any, func(*tabwriter.Writer), error) {
 			var q api.Quota
-			if err := do(cmd.Context(), http.MethodPut, "/v1/quotas/"+args[0], req, &q); err != nil {
+			parts := strings.Split(args[0], "/")
+			for i := range parts {
+				parts[i] = url.PathEscape(parts[i])
+			}
+			if err := do(cmd.Context(), http.MethodPut, "/v1/quotas/"+strings.Join(parts, "/"), req, &q); err != nil {
 				return nil, nil, err
 			}
 			return q, func(tw *tabwriter.Writer) {

@@ -70,6 +70,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 				if cmd.Flags().NFlag() > countSet(cmd, "filename", "output", "idempotency-key", "server", "token") || len(args) > 0 {
 					return fmt.Errorf("-f: give the job either as a file or as flags, not both")
 				}
+				req = api.JobRequest{}
 				if err := readSpec(file, &req); err != nil {
 					return err
 				}
@@ -270,6 +271,13 @@ func newJobCancelCmd(conn *connFlags) *cobra.Command {
 			for _, id := range args {
 				j, err := c.CancelJob(cmd.Context(), id)
 				if err != nil {
+					if len(done) > 0 {
+						var ok []string
+						for _, d := range done {
+							ok = append(ok, d.ID)
+						}
+						return fmt.Errorf("%s: %w (cancelled before it: %s)", id, err, strings.Join(ok, ", "))
+					}
 					return fmt.Errorf("%s: %w", id, err)
 				}
 				done = append(done, j)

@@ -16,6 +16,9 @@ func newTokenCmd() *cobra.Command {
 		Short: "Create a token for a role: admin, team:<name>, autoscaler:<deployment>, agent:<node>",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("--output: %q: expected table or json", output)
+			}
 			c, err := conn.client()
 			if err != nil {
 				return err

@@ -199,6 +199,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	out := api.JobList{Jobs: make([]api.Job, 0, len(jobs))}
 	for _, j := range jobs {
 		v := api.Job{Job: j}
+		if j.State == model.JobRunning {
+			s.st.Cache().Read(func(view store.View) { v.Allocations = view.AllocationsOf(j.ID) })
+		}
 		if j.State == model.JobPending {
 			if last := s.ctl.Last(); last != nil {
 				if p, ok := last.Pending[j.ID]; ok {
