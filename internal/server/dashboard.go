@@ -55,6 +55,7 @@ type QueueEntry struct {
 	ID        string     `json:"id"`
 	Kind      string     `json:"kind"`
 	Name      string     `json:"name,omitempty"`
+	Org       string     `json:"org,omitempty"`
 	Team      string     `json:"team,omitempty"`
 	GPUs      int        `json:"gpus"`
 	Replicas  int        `json:"replicas,omitempty"` // inference: replicas short
@@ -73,10 +74,31 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, forbidden(p, "role admin or team:<name>"))
 		return
 	}
-	writeJSON(w, 200, s.Dashboard())
+	d := s.Dashboard()
+	if p.Kind != RoleAdmin {
+		// A team sees the fleet (as GET /v1/nodes shows it) but only its
+		// own queue, and no alerts: those are an operator's (admin).
+		org, team := p.Team()
+		own := d.Queue[:0]
+		for _, q := range d.Queue {
+			if q.Kind != string(model.OwnerInference) && q.Team == team && q.Org == org {
+				own = append(own, q)
+			}
+		}
+		d.Queue, d.Alerts = own, []control.AlertRecord{}
+		deps := d.Deployments[:0]
+		for _, dep := range d.Deployments {
+			if dep.Team == team {
+				deps = append(deps, dep)
+			}
+		}
+		d.Deployments = deps
+	}
+	writeJSON(w, 200, d)
 }
 
-// Dashboard builds the page's data from the table and the last pass.
+// Dashboard builds the page's data from the table and the last pass, as
+// an admin sees it.
 func (s *Server) Dashboard() Dashboard {
 	now := time.Now()
 	d := Dashboard{At: now, Leader: s.ctl.Leading(), Topology: s.Topology(), Pods: []DashPod{}, Queue: []QueueEntry{},
@@ -212,6 +234,6 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 }
 
 func jobEntry(j model.Job, now time.Time) QueueEntry {
-	return QueueEntry{ID: j.ID, Kind: "training", Name: j.Name, Team: j.Team, GPUs: j.Shape.GPUs, Topology: string(j.Shape.Topology),
+	return QueueEntry{ID: j.ID, Kind: "training", Name: j.Name, Org: j.Org, Team: j.Team, GPUs: j.Shape.GPUs, Topology: string(j.Shape.Topology),
 		Priority: j.Priority, Submitted: j.SubmittedAt, Waiting: now.Sub(j.QueuedAt).Round(time.Second).String()}
 }
