@@ -18,6 +18,7 @@ import (
 	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/sched"
 	"github.com/berthsched/berth/internal/server"
+	"github.com/berthsched/berth/internal/store"
 )
 
 // Config sizes the stack.
@@ -127,7 +128,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			return fail(err)
 		}
 	}
-	if err := waitFor(ctx, 60*time.Second, func() bool { return s.Server.Topology().TotalGPUs >= cfg.Nodes*cfg.GPUsPerNode }); err != nil {
+	// Registered means the table has each agent's epoch of this run (after a
+	// restart the table still lists the nodes of the last one).
+	if err := waitFor(ctx, 60*time.Second, s.registered); err != nil {
 		return fail(fmt.Errorf("agents did not register: %w", err))
 	}
 	return s, nil
@@ -176,6 +179,25 @@ func (s *Stack) startAgent(ctx, actx context.Context, id, pod string) error {
 	return nil
 }
 
+func (s *Stack) registered() bool {
+	s.mu.Lock()
+	agents := s.agents
+	s.mu.Unlock()
+	epochs := map[string]uint64{}
+	s.Server.Store.Cache().Read(func(v store.View) {
+		v.Each(store.Nodes, func(_ string, e store.Entry) {
+			n := e.Obj.(model.Node)
+			epochs[n.ID] = n.BootEpoch
+		})
+	})
+	for _, n := range agents {
+		if epochs[n.id] != n.Epoch() {
+			return false
+		}
+	}
+	return len(agents) > 0
+}
+
 // InjectFile is where a node's fake GPU takes faults.
 func (s *Stack) InjectFile(node string) string {
 	return filepath.Join(s.cfg.DataDir, "agents", node, "inject")
@@ -206,8 +228,8 @@ func (s *Stack) Go(f func(ctx context.Context)) {
 // workload (SIGTERM, then SIGKILL after a grace), the server.
 func (s *Stack) Stop() error {
 	s.mu.Lock()
-	cancel, agents := s.cancel, s.agents
-	s.cancel, s.agents = nil, nil
+	cancel, agents, srv := s.cancel, s.agents, s.Server
+	s.cancel, s.agents, s.Server = nil, nil, nil
 	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -224,8 +246,8 @@ func (s *Stack) Stop() error {
 		}()
 	}
 	wg.Wait()
-	if s.Server != nil {
-		return s.Server.Stop()
+	if srv != nil {
+		return srv.Stop()
 	}
 	return nil
 }

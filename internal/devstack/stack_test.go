@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -401,11 +400,6 @@ func TestDemoRunsRealWorkloads(t *testing.T) {
 			t.Fatalf("pretrain-32's allocation %s runs but has no pid file (pid files: %v)", rel, running)
 		}
 	}
-	for _, r := range replies {
-		if !slices.ContainsFunc(slices.Collect(maps.Keys(running)), func(rel string) bool { return filepath.Base(rel) == r.Alloc }) {
-			t.Fatalf("replica allocation %s answered but has no pid file", r.Alloc)
-		}
-	}
 
 	stop()
 
@@ -429,7 +423,8 @@ func TestDemoRunsRealWorkloads(t *testing.T) {
 		ad := allocDir(dir, a.NodeID, a.ID)
 		out, _ := os.ReadFile(filepath.Join(ad, "stdout.log"))
 		if !strings.Contains(string(out), "SIGTERM: checkpointed step") {
-			t.Errorf("%s did not checkpoint on SIGTERM; stdout:\n%s", a.ID, out)
+			errOut, _ := os.ReadFile(filepath.Join(ad, "stderr.log"))
+			t.Errorf("%s did not checkpoint on SIGTERM; stdout:\n%s\nstderr:\n%s", a.ID, out, errOut)
 		}
 		var exit model.ActualAlloc
 		b, err := os.ReadFile(filepath.Join(ad, "exit"))
