@@ -36,7 +36,10 @@ func newServerCmd() *cobra.Command {
 runs the control loop: watch the table, plan, apply in one fenced write.
 
 By default it starts an embedded single-member etcd under --data-dir;
---etcd-endpoints points it at an external etcd cluster instead. On its first
+--etcd-endpoints points it at an external etcd cluster instead, and
+--name/--etcd-peer-url/--initial-cluster make three berth servers one
+three-member etcd cluster among themselves. Any number of servers may run:
+one leads and writes; followers serve reads and forward writes. On its first
 start it prints an admin token and saves it to <data-dir>/admin.token.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if endpoints != "" {
@@ -68,7 +71,8 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "where the embedded etcd keeps the table")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded member)")
-	f.StringVar(&cfg.Name, "name", "", "this server's name in the election and the embedded etcd cluster")
+	f.StringVar(&cfg.Name, "name", "", "this server's member name in the embedded etcd cluster")
+	f.StringVar(&cfg.Advertise, "advertise", "", "URL other servers and clients reach this one at (default: the --listen address); followers forward writes to the leader's")
 	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", "", "embedded etcd client URL (default: a free loopback port)")
 	f.StringVar(&cfg.EtcdPeerURL, "etcd-peer-url", "", "embedded etcd peer URL (default: a free loopback port)")
 	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "embedded etcd initial cluster, name=peerURL,... (for several berth servers)")

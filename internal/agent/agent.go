@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -192,12 +193,22 @@ func (a *Agent) send(ctx context.Context, rep model.NodeReport) (model.NodeOrder
 	}
 	var se *client.StatusError
 	if errors.As(err, &se) && se.Body.Leader != "" {
+		// The leader hint is its URL; the agent's list may hold bare
+		// host:port addresses.
+		hint := se.Body.Leader
+		if u, perr := url.Parse(hint); perr == nil && u.Host != "" {
+			hint = u.Host
+		}
 		for i, s := range a.cfg.Servers {
-			if strings.Contains(s, se.Body.Leader) {
+			if strings.Contains(s, hint) {
 				a.cur = i
 				return o, err
 			}
 		}
+		a.cfg.Servers = append(a.cfg.Servers, se.Body.Leader)
+		a.clients = append(a.clients, client.New(se.Body.Leader, a.cfg.Token))
+		a.cur = len(a.clients) - 1
+		return o, err
 	}
 	if len(a.clients) > 1 && (!errors.As(err, &se) || se.Status >= 500) {
 		a.cur = (a.cur + 1) % len(a.clients)

@@ -27,6 +27,11 @@ type Config struct {
 	Name, EtcdClientURL, EtcdPeerURL, InitialCluster, ClusterState string
 	ElectionTTL                                                    time.Duration
 	TLSCert, TLSKey                                                string
+	// Advertise is the URL other servers and clients reach this one at
+	// (default: the listen address, with the hostname if it listens on
+	// all interfaces). It is this server's identity in the election, so
+	// followers know where to forward writes.
+	Advertise string
 	Control                                                        control.Config
 	Logger                                                         *slog.Logger
 	// Ready is called with the bound address once serving.
@@ -76,11 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	cc := cfg.Control
 	cc.Logger, cc.Metrics = cfg.Logger, m
 	ctl := control.New(st, cc)
-	id := cfg.Name
-	if id == "" {
-		host, _ := os.Hostname()
-		id = host + "/" + addr
-	}
+	id := advertise(cfg, addr)
 	srv := New(st, ctl, reg, m, Options{ID: id, Addr: addr, Logger: cfg.Logger})
 	m.Observe(srv)
 	ictx, cancel := context.WithCancel(ctx)
@@ -139,4 +140,26 @@ func SaveToken(path, secret string) error {
 		return err
 	}
 	return os.WriteFile(path, []byte(strings.TrimSpace(secret)+"\n"), 0o600)
+}
+
+// advertise is the server's URL as others reach it.
+func advertise(cfg Config, addr string) string {
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	adv := cfg.Advertise
+	if adv == "" {
+		host, port, _ := net.SplitHostPort(addr)
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			if h, err := os.Hostname(); err == nil {
+				host = h
+			}
+		}
+		adv = net.JoinHostPort(host, port)
+	}
+	if !strings.Contains(adv, "://") {
+		adv = scheme + "://" + adv
+	}
+	return strings.TrimRight(adv, "/")
 }

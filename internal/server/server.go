@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ type Server struct {
 	mux     *http.ServeMux
 	// principals caches decoded tokens by hash (see authenticate).
 	principals sync.Map
+	proxies
 }
 
 // Options wires a Server.
@@ -61,7 +63,16 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 func (s *Server) routes() {
 	pub := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, h)) }
-	auth := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, s.authed(h))) }
+	// Reads catch up with the table first and writes go to the leader
+	// first, so the token check sees the tokens as the table has them.
+	auth := func(pattern string, h http.HandlerFunc) {
+		if strings.HasPrefix(pattern, "GET ") {
+			h = s.consistent(s.authed(h))
+		} else {
+			h = s.leaderWrite(s.authed(h))
+		}
+		s.mux.Handle(pattern, s.instrument(pattern, h))
+	}
 	pub("GET /healthz", s.healthz)
 	pub("GET /readyz", s.readyz)
 	pub("GET /v1/openapi.json", s.openapi)

@@ -195,3 +195,26 @@ func (s *Store) closeEtcd() {
 		s.etcd.Close()
 	}
 }
+
+// Sync waits until the cache has everything etcd had committed when Sync
+// was called: a quorum read for the current revision, then the watch
+// catching up to it. A read served after Sync is linearizable, whichever
+// server serves it and however far its watch had fallen behind.
+func (s *Store) Sync(ctx context.Context) error {
+	resp, err := s.cli.Get(ctx, s.prefix+"sync", clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	rev := resp.Header.Revision
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := s.cache.WaitRev(wctx, rev)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Revisions outside the prefix (a shared etcd) reach the watch
+		// only as progress notifications: ask for one now.
+		_ = s.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
+	}
+}
