@@ -104,9 +104,9 @@ func (s *Server) consistent(h http.HandlerFunc) http.HandlerFunc {
 
 // unavailable says what a table error means to the caller.
 func unavailable(err error) error {
-	msg := "the table (etcd) did not answer: " + err.Error()
+	msg := "the table (etcd) did not answer (" + err.Error() + "): is a quorum of etcd members up? Running work is unaffected; retry"
 	if errors.Is(err, context.DeadlineExceeded) {
-		msg = "the table (etcd) did not answer in time: is a quorum of etcd members up? Running work is unaffected"
+		msg = "the table (etcd) did not answer in time: is a quorum of etcd members up? Running work is unaffected; retry"
 	}
 	return &api.Error{Code: "unavailable", Message: msg}
 }

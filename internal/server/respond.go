@@ -46,6 +46,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, body = http.StatusConflict, api.Error{Code: "conflict", Message: conflict.Message}
 	case errors.Is(err, control.ErrNotFound):
 		status, body = http.StatusNotFound, api.Error{Code: "not_found", Message: "not found: " + r.URL.Path}
+	case store.Unavailable(err):
+		status, body = http.StatusServiceUnavailable, *unavailable(err).(*api.Error)
 	case errors.Is(err, control.ErrNotLeader), errors.Is(err, store.ErrFenced):
 		status, body = http.StatusServiceUnavailable, api.Error{Code: "not_leader",
 			Message: "this server is not the leader; retry against the leader", Leader: s.leaderHint(r)}

@@ -32,8 +32,8 @@ type Config struct {
 	// all interfaces). It is this server's identity in the election, so
 	// followers know where to forward writes.
 	Advertise string
-	Control                                                        control.Config
-	Logger                                                         *slog.Logger
+	Control   control.Config
+	Logger    *slog.Logger
 	// Ready is called with the bound address once serving.
 	Ready func(addr string)
 	// Bootstrap receives the first admin token when this server made it.

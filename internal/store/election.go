@@ -38,6 +38,7 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 		sess.Close()
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
+	go s.shedRaftLeadership(ctx)
 	return &Leadership{s: s, session: sess, election: el, key: el.Key(), fence: el.Rev(), id: id}, nil
 }
 
@@ -72,4 +73,33 @@ func (s *Store) Leader(ctx context.Context) (string, int64, error) {
 		return "", 0, nil
 	}
 	return string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision, nil
+}
+
+// shedRaftLeadership moves etcd's raft leadership off this member when
+// this server has just become berth's leader. If both ran in one process,
+// killing it would cost a raft election, after which etcd renews every
+// lease to its full TTL: the election key of the dead leader would outlive
+// it by a TTL more. Apart, a crashed berth leader is replaced within one
+// TTL. Best effort: a member that cannot take over is skipped.
+func (s *Store) shedRaftLeadership(ctx context.Context) {
+	if s.etcd == nil {
+		return
+	}
+	srv := s.etcd.Server
+	if srv.Leader() != srv.MemberID() {
+		return
+	}
+	for _, m := range srv.Cluster().Members() {
+		if m.ID == srv.MemberID() || m.IsLearner {
+			continue
+		}
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := srv.MoveLeader(mctx, srv.Lead(), uint64(m.ID))
+		cancel()
+		if err == nil {
+			s.log.Info("moved etcd raft leadership off the berth leader", "to", m.Name)
+			return
+		}
+		s.log.Debug("raft leadership transfer refused", "to", m.Name, "err", err)
+	}
 }

@@ -12,9 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Config says where the table lives.
@@ -217,4 +220,19 @@ func (s *Store) Sync(ctx context.Context) error {
 		// only as progress notifications: ask for one now.
 		_ = s.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
 	}
+}
+
+// Unavailable reports whether err means etcd could not answer (no quorum,
+// no raft leader, a timeout) rather than refusing the request.
+func Unavailable(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrNoLeader),
+		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail), errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost),
+		errors.Is(err, rpctypes.ErrLeaderChanged), errors.Is(err, rpctypes.ErrGRPCNoLeader):
+		return true
+	}
+	return status.Code(errors.Unwrap(err)) == codes.Unavailable || status.Code(err) == codes.Unavailable
 }

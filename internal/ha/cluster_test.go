@@ -1,0 +1,467 @@
+package ha
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/agent"
+	"github.com/berthsched/berth/internal/agent/gpu"
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/client"
+	"github.com/berthsched/berth/internal/model"
+)
+
+// berth is the binary under test, built once for the package.
+var berth string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "berth-ha-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	berth = filepath.Join(dir, "berth")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
+	}
+	build := exec.Command(gobin, "build", "-o", berth, "github.com/berthsched/berth/cmd/berth")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building berth:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const ttl = 2 * time.Second
+
+// member is one `berth server` process and the etcd member inside it.
+type member struct {
+	name, api, peer, client, dir string
+	cmd                          *exec.Cmd
+	done                         chan struct{}
+	log                          *os.File
+}
+
+func (m *member) url() string { return "http://" + m.api }
+
+// cluster is three members on loopback.
+type cluster struct {
+	t       *testing.T
+	members []*member
+	admin   string
+	mu      sync.Mutex
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t}
+	root := t.TempDir()
+	var initial []string
+	for i := range 3 {
+		m := &member{name: fmt.Sprintf("s%d", i), api: freePort(t), peer: freePort(t), client: freePort(t),
+			dir: filepath.Join(root, fmt.Sprintf("s%d", i))}
+		c.members = append(c.members, m)
+		initial = append(initial, m.name+"=http://"+m.peer)
+	}
+	for _, m := range c.members {
+		c.start(m, strings.Join(initial, ","))
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.kill(m)
+		}
+		if t.Failed() {
+			for _, m := range c.members {
+				b, _ := os.ReadFile(filepath.Join(m.dir, "server.log"))
+				var lines []string
+				for _, l := range strings.Split(string(b), "\n") {
+					if !strings.Contains(l, `"msg":"audit"`) {
+						lines = append(lines, l)
+					}
+				}
+				if len(lines) > 30 {
+					lines = lines[len(lines)-30:]
+				}
+				t.Logf("--- %s log tail ---\n%s", m.name, strings.Join(lines, "\n"))
+			}
+		}
+	})
+	c.eventually("admin token saved by the first leader", 60*time.Second, func() error {
+		for _, m := range c.members {
+			if b, err := os.ReadFile(filepath.Join(m.dir, "admin.token")); err == nil {
+				c.admin = strings.TrimSpace(string(b))
+				return nil
+			}
+		}
+		return fmt.Errorf("no admin.token yet")
+	})
+	c.waitLeader(nil, 30*time.Second)
+	return c
+}
+
+func (c *cluster) start(m *member, initial string) {
+	c.t.Helper()
+	if initial == "" {
+		var parts []string
+		for _, o := range c.members {
+			parts = append(parts, o.name+"=http://"+o.peer)
+		}
+		initial = strings.Join(parts, ",")
+	}
+	os.MkdirAll(m.dir, 0o700)
+	log, err := os.OpenFile(filepath.Join(m.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.log = log
+	m.cmd = exec.Command(berth, "server", "--listen", m.api, "--data-dir", m.dir, "--name", m.name,
+		"--etcd-client-url", "http://"+m.client, "--etcd-peer-url", "http://"+m.peer, "--initial-cluster", initial,
+		"--election-ttl", ttl.String(), "--heartbeat-interval", "200ms", "--lost-after", "30s", "--log-json")
+	m.cmd.Stdout, m.cmd.Stderr = log, log
+	if err := m.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	m.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait()
+		close(done)
+	}(m.cmd, m.done)
+}
+
+// kill is kill -9.
+func (c *cluster) kill(m *member) {
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cmd.Process.Kill()
+	<-m.done
+	m.cmd = nil
+	m.log.Close()
+}
+
+func (c *cluster) signal(m *member, sig syscall.Signal) {
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) alive() []*member {
+	var out []*member
+	for _, m := range c.members {
+		if m.cmd != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (c *cluster) eventually(what string, limit time.Duration, f func() error) {
+	c.t.Helper()
+	deadline := time.Now().Add(limit)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("%s: not within %v: %v", what, limit, err)
+}
+
+// leader asks a member who leads; the answer counts only if the leader
+// itself confirms it leads.
+func (c *cluster) leader(skip *member) (*member, int64, error) {
+	for _, m := range c.alive() {
+		if m == skip {
+			continue
+		}
+		var l api.Leader
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := client.New(m.api, c.admin).Do(ctx, http.MethodGet, "/v1/leader", nil, &l)
+		cancel()
+		if err != nil || l.Leader == "" {
+			continue
+		}
+		for _, o := range c.alive() {
+			if o.url() == l.Leader && o != skip {
+				var self api.Leader
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				err := client.New(o.api, c.admin).Do(ctx, http.MethodGet, "/v1/leader", nil, &self)
+				cancel()
+				if err == nil && self.IsSelf {
+					return o, self.Fence, nil
+				}
+			}
+		}
+	}
+	return nil, 0, fmt.Errorf("no confirmed leader")
+}
+
+// waitLeader waits for a leader other than skip, and says how long it took.
+func (c *cluster) waitLeader(skip *member, limit time.Duration) (*member, int64, time.Duration) {
+	c.t.Helper()
+	t0 := time.Now()
+	var m *member
+	var fence int64
+	c.eventually("a leader", limit, func() error {
+		var err error
+		m, fence, err = c.leader(skip)
+		return err
+	})
+	return m, fence, time.Since(t0)
+}
+
+// api is a client that talks to any live member, moving on when one fails.
+func (c *cluster) client(token string) *multi {
+	return &multi{c: c, token: token}
+}
+
+type multi struct {
+	c     *cluster
+	token string
+	next  int
+	mu    sync.Mutex
+}
+
+// do sends one request to one live member (round robin) and returns the
+// status, the body and the response headers.
+func (x *multi) do(method, path string, body any, header ...string) (int, []byte, http.Header, error) {
+	alive := x.c.alive()
+	if len(alive) == 0 {
+		return 0, nil, nil, fmt.Errorf("no member")
+	}
+	x.mu.Lock()
+	m := alive[x.next%len(alive)]
+	x.next++
+	x.mu.Unlock()
+	return request(m.api, x.token, method, path, body, header...)
+}
+
+var httpClient = &http.Client{Timeout: 15 * time.Second}
+
+func request(addr, token, method, path string, body any, header ...string) (int, []byte, http.Header, error) {
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, "http://"+addr+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes(), resp.Header, nil
+}
+
+// fleet is in-process agents with fake GPUs that know every member.
+type fleet struct {
+	agents map[string]*agent.Agent
+	cancel context.CancelFunc
+	done   []chan struct{}
+	dirs   map[string]string
+}
+
+func (c *cluster) startFleet(nodes ...string) *fleet {
+	c.t.Helper()
+	f := &fleet{agents: map[string]*agent.Agent{}, dirs: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	var servers []string
+	for _, m := range c.members {
+		servers = append(servers, m.api)
+	}
+	for _, id := range nodes {
+		var tok api.Token
+		c.eventually("agent token", 20*time.Second, func() error {
+			st, body, _, err := c.client(c.admin).do(http.MethodPost, "/v1/tokens", api.TokenRequest{Role: "agent:" + id})
+			if err != nil || st != 201 {
+				return fmt.Errorf("%d %s %v", st, body, err)
+			}
+			return json.Unmarshal(body, &tok)
+		})
+		dir := filepath.Join(c.t.TempDir(), id)
+		b, _ := gpu.NewFake(gpu.FakeConfig{GPUs: 8, UUIDPrefix: id + "-"})
+		a, err := agent.New(agent.Config{Servers: servers, Token: tok.Secret, NodeID: id, Pod: "p1", StateDir: dir, Backend: b,
+			Interval: 200 * time.Millisecond, CPUMilli: 64000, MemoryMiB: 512 << 10, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a.Run(ctx)
+		}()
+		f.agents[id], f.dirs[id] = a, dir
+		f.done = append(f.done, done)
+	}
+	c.t.Cleanup(func() {
+		f.cancel()
+		for _, d := range f.done {
+			<-d
+		}
+		for _, a := range f.agents {
+			a.StopAll(2 * time.Second)
+			a.Close()
+		}
+	})
+	c.eventually("nodes registered", 30*time.Second, func() error {
+		st, body, _, err := c.client(c.admin).do(http.MethodGet, "/v1/nodes", nil)
+		if err != nil || st != 200 {
+			return fmt.Errorf("%d %v", st, err)
+		}
+		var list api.NodeList
+		json.Unmarshal(body, &list)
+		if len(list.Nodes) != len(nodes) {
+			return fmt.Errorf("%d nodes", len(list.Nodes))
+		}
+		return nil
+	})
+	return f
+}
+
+// submit posts a job to any member, with an idempotency key, until it is
+// acknowledged or the limit passes.
+func (c *cluster) submit(req api.JobRequest, key string, limit time.Duration) (api.JobAccepted, error) {
+	cl := c.client(c.admin)
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		st, body, _, err := cl.do(http.MethodPost, "/v1/jobs", req, "Idempotency-Key", key)
+		if err == nil && st == http.StatusAccepted {
+			var acc api.JobAccepted
+			return acc, json.Unmarshal(body, &acc)
+		}
+		last = fmt.Errorf("%d %s %v", st, body, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	return api.JobAccepted{}, last
+}
+
+func (c *cluster) job(id string) (api.Job, error) {
+	st, body, _, err := c.client(c.admin).do(http.MethodGet, "/v1/jobs/"+id, nil)
+	if err != nil {
+		return api.Job{}, err
+	}
+	if st != 200 {
+		return api.Job{}, fmt.Errorf("%d %s", st, body)
+	}
+	var j api.Job
+	return j, json.Unmarshal(body, &j)
+}
+
+// longJob is a real process that runs until stopped.
+func longJob(name string, gpus int) api.JobRequest {
+	return api.JobRequest{Name: name, Team: "t", GPUs: gpus, Topology: "node",
+		Command: []string{berth, "workload", "train", "--steps", "1000000", "--step-time", "100ms"}}
+}
+
+// running waits for a job to run and returns its allocation and the pid
+// of its process.
+func (c *cluster) running(f *fleet, id string) (model.Allocation, int) {
+	c.t.Helper()
+	var a model.Allocation
+	var pid int
+	c.eventually("job "+id+" running", 30*time.Second, func() error {
+		j, err := c.job(id)
+		if err != nil {
+			return err
+		}
+		if j.State != model.JobRunning || len(j.Allocations) == 0 {
+			return fmt.Errorf("%s", j.State)
+		}
+		a = j.Allocations[0]
+		b, err := os.ReadFile(filepath.Join(f.dirs[a.NodeID], "allocs", a.ID, "pid"))
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Sscan(string(b), &pid)
+		return err
+	})
+	return a, pid
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// noDoubleBinding checks the table: no GPU in two allocations.
+func (c *cluster) noDoubleBinding() {
+	c.t.Helper()
+	st, body, _, err := c.client(c.admin).do(http.MethodGet, "/v1/jobs", nil)
+	if err != nil || st != 200 {
+		c.t.Fatalf("list jobs: %d %v", st, err)
+	}
+	var list api.JobList
+	json.Unmarshal(body, &list)
+	used := map[string]model.GPUMask{}
+	owner := map[string]string{}
+	for _, j := range list.Jobs {
+		for _, a := range j.Allocations {
+			if used[a.NodeID]&a.GPUs != 0 {
+				c.t.Fatalf("GPUs %s of %s bound twice: %s and %s", (used[a.NodeID] & a.GPUs).String(), a.NodeID, owner[a.NodeID], j.ID)
+			}
+			used[a.NodeID] |= a.GPUs
+			owner[a.NodeID] += " " + j.ID
+		}
+	}
+}
+
+// tokenFor makes a token for a role.
+func (c *cluster) tokenFor(role string) string {
+	c.t.Helper()
+	var tok api.Token
+	c.eventually("token "+role, 20*time.Second, func() error {
+		st, body, _, err := c.client(c.admin).do(http.MethodPost, "/v1/tokens", api.TokenRequest{Role: role})
+		if err != nil || st != 201 {
+			return fmt.Errorf("%d %s %v", st, body, err)
+		}
+		return json.Unmarshal(body, &tok)
+	})
+	return tok.Secret
+}
