@@ -34,7 +34,23 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 		return nil, fmt.Errorf("election session: %w", err)
 	}
 	el := concurrency.NewElection(sess, s.prefix+electionDir)
-	if err := el.Campaign(ctx, id); err != nil {
+	for {
+		err := el.Campaign(ctx, id)
+		if err == nil {
+			break
+		}
+		// A timeout while waiting (etcd busy, a raft election) keeps our
+		// key: campaigning again with the same session reuses it, so this
+		// server keeps its place in line instead of going to the back.
+		select {
+		case <-sess.Done():
+		default:
+			if ctx.Err() == nil && Unavailable(err) {
+				s.log.Debug("campaign interrupted; keeping our place", "err", err)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		}
 		sess.Close()
 		return nil, fmt.Errorf("campaign: %w", err)
 	}

@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"math/rand"
+	"slices"
+)
+
+// packState is the cluster during one packing run.
+type packState struct {
+	nodes   []PackNode
+	cpuUsed []int64
+	memUsed []int64
+	free    [][]int // per node, per GPU: free milli
+	rank    []int   // the seed's tie-break order: lower wins
+	r       *rand.Rand
+}
+
+func newPackState(nodes []PackNode, seed int64) *packState {
+	s := &packState{nodes: nodes, cpuUsed: make([]int64, len(nodes)), memUsed: make([]int64, len(nodes)),
+		free: make([][]int, len(nodes)), rank: make([]int, len(nodes)), r: rand.New(rand.NewSource(seed ^ 0x5eed))}
+	for i, n := range nodes {
+		s.free[i] = make([]int, n.GPUs)
+		for g := range s.free[i] {
+			s.free[i][g] = 1000
+		}
+	}
+	// The reference simulator prefixes node names with a seed-dependent
+	// random string and breaks ties by name: a random fixed order.
+	for i, j := range s.r.Perm(len(nodes)) {
+		s.rank[i] = j
+	}
+	return s
+}
+
+func modelOK(models []string, model string) bool {
+	return len(models) == 0 || slices.Contains(models, model)
+}
+
+// fits reports whether pod p fits node n as it is.
+func (s *packState) fits(n int, p PackPod) bool {
+	nd := s.nodes[n]
+	if s.cpuUsed[n]+p.CPUMilli > nd.CPUMilli || s.memUsed[n]+p.MemoryMiB > nd.MemoryMiB {
+		return false
+	}
+	if p.NumGPU == 0 {
+		return true
+	}
+	if !modelOK(p.Models, nd.Model) {
+		return false
+	}
+	if p.Sharing() {
+		for _, f := range s.free[n] {
+			if f >= p.GPUMilli {
+				return true
+			}
+		}
+		return false
+	}
+	whole := 0
+	for _, f := range s.free[n] {
+		if f == 1000 {
+			whole++
+		}
+	}
+	return whole >= p.NumGPU
+}
+
+// wholeGPUs are the lowest-index fully free GPUs a multi-GPU pod takes.
+func (s *packState) wholeGPUs(n, k int) []int {
+	var out []int
+	for g, f := range s.free[n] {
+		if f == 1000 && len(out) < k {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// tightestGPU is the GPU with the least free milli that still fits,
+// lowest index on ties.
+func (s *packState) tightestGPU(n, milli int) int {
+	best := -1
+	for g, f := range s.free[n] {
+		if f >= milli && (best < 0 || f < s.free[n][best]) {
+			best = g
+		}
+	}
+	return best
+}
+
+func (s *packState) bind(n int, p PackPod, gpus []int) {
+	s.cpuUsed[n] += p.CPUMilli
+	s.memUsed[n] += p.MemoryMiB
+	for _, g := range gpus {
+		if p.Sharing() {
+			s.free[n][g] -= p.GPUMilli
+		} else {
+			s.free[n][g] = 0
+		}
+	}
+}
+
+// packPolicy picks a node and GPUs for a pod, or returns -1.
+type packPolicy interface {
+	choose(s *packState, p PackPod) (int, []int)
+}
+
+// RunPacking places the workload pod by pod with one policy and returns
+// the unallocated-GPU curve up to maxPct % arrived.
+func RunPacking(nodes []PackNode, list []PackPod, pol packPolicy, seed int64, maxPct int) PackingResult {
+	s := newPackState(nodes, seed)
+	var capacity float64
+	for _, n := range nodes {
+		capacity += float64(n.GPUs) * 1000
+	}
+	var arrivedMilli, allocMilli int64
+	arrived := make([]int, 0, len(list))
+	alloc := make([]float64, 0, len(list))
+	res := PackingResult{}
+	for _, p := range list {
+		arrivedMilli += p.Demand()
+		if n, gpus := pol.choose(s, p); n >= 0 {
+			s.bind(n, p, gpus)
+			allocMilli += p.Demand()
+			res.Placed++
+		} else {
+			res.Failed++
+		}
+		arrived = append(arrived, roundHalfEven(100*float64(arrivedMilli)/capacity))
+		alloc = append(alloc, 100*float64(allocMilli)/capacity)
+	}
+	res.Unallocated = packMetric(arrived, alloc, maxPct)
+	return res
+}
