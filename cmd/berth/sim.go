@@ -21,7 +21,7 @@ func newSimCmd() *cobra.Command {
 baseline policies over a workload on a virtual clock, and reports where GPUs,
 queue time and fragmentation go.`,
 	}
-	cmd.AddCommand(newSimRunCmd(), newSimF8Cmd(), newSimConfigCmd(), newSimPlanCmd())
+	cmd.AddCommand(newSimRunCmd(), newSimF8Cmd(), newSimConfigCmd(), newSimPlanCmd(), newSimPackingCmd())
 	return cmd
 }
 

@@ -108,33 +108,13 @@ func nodeFrag(cpuFree int64, model string, free []int, typ []typicalPod) float64
 	return F
 }
 
-type fgdPolicy struct{ typ []typicalPod }
-
-// choose scores ⌊100·sigmoid((F_before − F_after)/1000)⌋; a fraction tries
-// every GPU and keeps the best.
-func (pol fgdPolicy) choose(s *packState, p PackPod) (int, []int) {
-	best, bestScore, bestGPU := -1, math.MinInt, -1
-	for n := range s.nodes {
-		if !s.fits(n, p) {
-			continue
-		}
-		sc, g := pol.score(s, n, p)
-		if sc > bestScore || sc == bestScore && s.rank[n] < s.rank[best] {
-			best, bestScore, bestGPU = n, sc, g
-		}
-	}
-	if best < 0 {
-		return -1, nil
-	}
-	if p.Sharing() {
-		return best, []int{bestGPU}
-	}
-	return best, s.gpusFor(best, p)
-}
+// fgdScorer is FGD: ⌊100·sigmoid((F_before − F_after)/1000)⌋; a fraction
+// tries every GPU and keeps the best.
+type fgdScorer struct{ typ []typicalPod }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-func (pol fgdPolicy) score(s *packState, n int, p PackPod) (int, int) {
+func (pol fgdScorer) score(s *packState, n int, p PackPod) (float64, int) {
 	nd := s.nodes[n]
 	cpuFree := nd.CPUMilli - s.cpuUsed[n]
 	before := nodeFrag(cpuFree, nd.Model, s.free[n], pol.typ)
@@ -152,7 +132,7 @@ func (pol fgdPolicy) score(s *packState, n int, p PackPod) (int, int) {
 		return int(math.Floor(100 * sigmoid(d/1000)))
 	}
 	if !p.Sharing() {
-		return try(s.gpusFor(n, p)), -1
+		return float64(try(s.gpusFor(n, p))), -1
 	}
 	bestSc, bestG := math.MinInt, -1
 	for g, f := range s.free[n] {
@@ -162,5 +142,5 @@ func (pol fgdPolicy) score(s *packState, n int, p PackPod) (int, int) {
 			}
 		}
 	}
-	return bestSc, bestG
+	return float64(bestSc), bestG
 }

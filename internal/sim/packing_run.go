@@ -3,6 +3,7 @@ package sim
 import (
 	"math/rand"
 	"slices"
+	"strings"
 )
 
 // packState is the cluster during one packing run.
@@ -13,11 +14,23 @@ type packState struct {
 	free    [][]int // per node, per GPU: free milli
 	rank    []int   // the seed's tie-break order: lower wins
 	r       *rand.Rand
+	// version counts each node's changes; scores cached per (node, pod
+	// type) are valid while it stands.
+	version []int
+	types   map[packType]int
+}
+
+// packType is what a node's score for a pod depends on besides the node.
+type packType struct {
+	cpu, mem int64
+	num, gpu int
+	models   string
 }
 
 func newPackState(nodes []PackNode, seed int64) *packState {
 	s := &packState{nodes: nodes, cpuUsed: make([]int64, len(nodes)), memUsed: make([]int64, len(nodes)),
-		free: make([][]int, len(nodes)), rank: make([]int, len(nodes)), r: rand.New(rand.NewSource(seed ^ 0x5eed))}
+		free: make([][]int, len(nodes)), rank: make([]int, len(nodes)), r: rand.New(rand.NewSource(seed ^ 0x5eed)),
+		version: make([]int, len(nodes)), types: map[packType]int{}}
 	for i, n := range nodes {
 		s.free[i] = make([]int, n.GPUs)
 		for g := range s.free[i] {
@@ -88,7 +101,19 @@ func (s *packState) tightestGPU(n, milli int) int {
 	return best
 }
 
+// typeOf interns a pod's type.
+func (s *packState) typeOf(p PackPod) int {
+	k := packType{p.CPUMilli, p.MemoryMiB, p.NumGPU, p.GPUMilli, strings.Join(p.Models, "|")}
+	id, ok := s.types[k]
+	if !ok {
+		id = len(s.types)
+		s.types[k] = id
+	}
+	return id
+}
+
 func (s *packState) bind(n int, p PackPod, gpus []int) {
+	s.version[n]++
 	s.cpuUsed[n] += p.CPUMilli
 	s.memUsed[n] += p.MemoryMiB
 	for _, g := range gpus {
@@ -131,4 +156,63 @@ func RunPacking(nodes []PackNode, list []PackPod, pol packPolicy, seed int64, ma
 	}
 	res.Unallocated = packMetric(arrived, alloc, maxPct)
 	return res
+}
+
+// nodeScorer scores one node for one pod: higher wins, and for a fraction
+// the GPU to use.
+type nodeScorer interface {
+	score(s *packState, n int, p PackPod) (float64, int)
+}
+
+// cached turns a scorer into a policy that remembers each node's score
+// per pod type until the node changes: a placement changes one node, so
+// almost every score is reused. Ties go to the seed's node order.
+type cached struct {
+	sc    nodeScorer
+	memo  [][]cacheEntry // per pod type, per node: one pod walks one row
+	state *packState
+}
+
+type cacheEntry struct {
+	score   float64
+	version int32 // node version + 1; 0: never scored
+	gpu     int16
+	ok      bool
+}
+
+func (c *cached) choose(s *packState, p PackPod) (int, []int) {
+	if c.state != s {
+		c.state, c.memo = s, nil
+	}
+	t := s.typeOf(p)
+	for len(c.memo) <= t {
+		c.memo = append(c.memo, make([]cacheEntry, len(s.nodes)))
+	}
+	row := c.memo[t]
+	best, bestGPU := -1, -1
+	var bestScore float64
+	for n := range row {
+		e := &row[n]
+		if v := int32(s.version[n] + 1); e.version != v {
+			*e = cacheEntry{version: v, ok: s.fits(n, p)}
+			if e.ok {
+				var g int
+				e.score, g = c.sc.score(s, n, p)
+				e.gpu = int16(g)
+			}
+		}
+		if !e.ok {
+			continue
+		}
+		if best < 0 || e.score > bestScore || e.score == bestScore && s.rank[n] < s.rank[best] {
+			best, bestScore, bestGPU = n, e.score, int(e.gpu)
+		}
+	}
+	if best < 0 {
+		return -1, nil
+	}
+	if p.Sharing() && bestGPU >= 0 {
+		return best, []int{bestGPU}
+	}
+	return best, s.gpusFor(best, p)
 }

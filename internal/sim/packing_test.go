@@ -17,7 +17,7 @@ func TestPackingProbe(t *testing.T) {
 	}
 	typ := typicalPods(pods)
 	t.Logf("%d nodes, %d pods, %d typical types", len(nodes), len(pods), len(typ))
-	for name, pol := range map[string]packPolicy{"random": randomPolicy{}, "bestfit": bestFitPolicy{}, "fgd": fgdPolicy{typ}} {
+	for name, pol := range map[string]packPolicy{"random": randomPolicy{}, "bestfit": bestFitPolicy{}, "fgd": &cached{sc: fgdScorer{typ}}, "berth": &cached{sc: newBerthScorer(pods)}} {
 		t0 := time.Now()
 		var sum float64
 		for seed := int64(42); seed <= 51; seed++ {

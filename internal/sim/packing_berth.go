@@ -1,0 +1,37 @@
+package sim
+
+import "github.com/berthsched/berth/internal/sched"
+
+// berthScorer is berth's own policy: the share placer the product uses in
+// sharing pools (sched.ShareScore), against the demand mix of the trace.
+type berthScorer struct {
+	mix sched.ShareMix
+	// before caches each node's fragmentation while its version stands.
+	state  *packState
+	ver    []int
+	before []float64
+}
+
+func newBerthScorer(pods []PackPod) *berthScorer {
+	reqs := make([]sched.ShareRequest, len(pods))
+	for i, p := range pods {
+		reqs[i] = shareRequest(p)
+	}
+	return &berthScorer{mix: sched.MixOf(reqs)}
+}
+
+func shareRequest(p PackPod) sched.ShareRequest {
+	return sched.ShareRequest{CPUMilli: p.CPUMilli, MemoryMiB: p.MemoryMiB, GPUs: p.NumGPU, GPUMilli: p.GPUMilli, Models: p.Models}
+}
+
+func (b *berthScorer) score(s *packState, n int, p PackPod) (float64, int) {
+	nd := s.nodes[n]
+	node := sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]}
+	if b.state != s {
+		b.state, b.ver, b.before = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
+	}
+	if b.ver[n] != s.version[n]+1 {
+		b.ver[n], b.before[n] = s.version[n]+1, b.mix.Fragmentation(node)
+	}
+	return sched.ShareScoreFrom(node, shareRequest(p), b.mix, b.before[n])
+}
