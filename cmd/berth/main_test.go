@@ -126,3 +126,44 @@ func TestSimF8AndConfig(t *testing.T) {
 		t.Fatalf("config: %v", err)
 	}
 }
+
+// TestSimPackingJSON: the JSON other tools script against: every policy,
+// arrived percents "0" to "130" as keys, means and each seed's curve.
+func TestSimPackingJSON(t *testing.T) {
+	out, err := run(t, "sim", "packing", "--pods", "../../internal/sim/testdata/openb/pods-excerpt.csv",
+		"--nodes", "../../internal/sim/testdata/openb/nodes-excerpt.csv", "--seeds", "42-43", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Policies map[string]struct {
+			UnallocatedPctAt map[string]*float64            `json:"unallocated_pct_at"`
+			PerSeed          map[string]map[string]*float64 `json:"per_seed"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	for _, name := range []string{"random", "best-fit", "fgd", "berth"} {
+		p, ok := rep.Policies[name]
+		if !ok {
+			t.Fatalf("no %s in %v", name, rep.Policies)
+		}
+		if len(p.UnallocatedPctAt) != 131 || p.UnallocatedPctAt["100"] == nil || p.UnallocatedPctAt["0"] == nil {
+			t.Fatalf("%s: %d arrived keys, at 100: %v", name, len(p.UnallocatedPctAt), p.UnallocatedPctAt["100"])
+		}
+		if len(p.PerSeed) != 2 || p.PerSeed["42"]["100"] == nil {
+			t.Fatalf("%s: per-seed curves %v", name, p.PerSeed)
+		}
+		if v := *p.UnallocatedPctAt["100"]; v < 0 || v > 100 {
+			t.Fatalf("%s: %v%% unallocated", name, v)
+		}
+	}
+	for args, field := range map[string]string{"--policy nope": "--policy", "--seeds x": "--seeds", "--tune 0": "--tune", "--format xml": "--format"} {
+		_, err := run(t, append([]string{"sim", "packing", "--pods", "../../internal/sim/testdata/openb/pods-excerpt.csv",
+			"--nodes", "../../internal/sim/testdata/openb/nodes-excerpt.csv"}, strings.Fields(args)...)...)
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: error %v does not name %s", args, err, field)
+		}
+	}
+}

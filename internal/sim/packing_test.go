@@ -1,31 +1,196 @@
 package sim
 
 import (
-	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
-	"time"
+
+	"github.com/berthsched/berth/internal/sched"
 )
 
-func TestPackingProbe(t *testing.T) {
-	nodes, err := LoadPackNodes("../../../shared/traces/openb/openb_node_list_gpu_node.csv")
+const (
+	excerptNodes = "testdata/openb/nodes-excerpt.csv"
+	excerptPods  = "testdata/openb/pods-excerpt.csv"
+)
+
+func loadExcerpt(t *testing.T) ([]PackNode, []PackPod) {
+	t.Helper()
+	nodes, err := LoadPackNodes(excerptNodes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := LoadPackPods("../../../shared/traces/openb/openb_pod_list_default.csv")
+	pods, err := LoadPackPods(excerptPods)
 	if err != nil {
 		t.Fatal(err)
 	}
-	typ := typicalPods(pods)
-	t.Logf("%d nodes, %d pods, %d typical types", len(nodes), len(pods), len(typ))
-	for name, pol := range map[string]packPolicy{"random": randomPolicy{}, "bestfit": bestFitPolicy{}, "fgd": &cached{sc: fgdScorer{typ}}, "berth": &cached{sc: newBerthScorer(pods)}} {
-		t0 := time.Now()
-		var sum float64
-		for seed := int64(42); seed <= 51; seed++ {
-			list := PackingWorkload(pods, nodes, 1.3, seed)
-			res := RunPacking(nodes, list, pol, seed, 130)
-			sum += res.Unallocated[100]
+	return nodes, pods
+}
+
+func capacityOf(nodes []PackNode) int64 {
+	var c int64
+	for _, n := range nodes {
+		c += int64(n.GPUs) * 1000
+	}
+	return c
+}
+
+// TestPackingWorkloadResamples: the tuned list reaches the target from
+// below (stopping at the first draw that would pass it), is the same for a
+// seed and differs between seeds; a trace above the target is trimmed.
+func TestPackingWorkloadResamples(t *testing.T) {
+	nodes, pods := loadExcerpt(t)
+	target := int64(1.3 * float64(capacityOf(nodes)))
+	demand := func(l []PackPod) (d int64) {
+		for _, p := range l {
+			d += p.Demand()
 		}
-		t.Logf("%s: %.2f (%v)", name, sum/10, time.Since(t0))
+		return
 	}
-	_ = fmt.Sprint
+	a := PackingWorkload(pods, nodes, 1.3, 42)
+	if d := demand(a); d > target+8000 || d < target-1000 {
+		t.Fatalf("tuned demand %d, target %d", d, target)
+	}
+	if len(a) <= len(pods) {
+		t.Fatalf("resampling added nothing: %d of %d", len(a), len(pods))
+	}
+	b := PackingWorkload(pods, nodes, 1.3, 42)
+	c := PackingWorkload(pods, nodes, 1.3, 43)
+	same := func(x, y []PackPod) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if x[i].Name != y[i].Name {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(a, b) || same(a, c) {
+		t.Fatal("the list must be a function of the seed")
+	}
+	trimmed := PackingWorkload(pods, nodes, 0.2, 42)
+	if d := demand(trimmed); d > int64(0.2*float64(capacityOf(nodes))) {
+		t.Fatalf("trimmed demand %d above 20%% of capacity", d)
+	}
+}
+
+// TestPackingPoliciesRespectCapacity replays every policy pod by pod and
+// checks, after each bind, that no GPU, CPU or memory is overcommitted,
+// that model constraints hold, and that what is reported placed is what
+// was bound.
+func TestPackingPoliciesRespectCapacity(t *testing.T) {
+	nodes, pods := loadExcerpt(t)
+	list := PackingWorkload(pods, nodes, 1.3, 42)
+	for _, name := range PackingPolicies {
+		pol, err := packingPolicy(name, pods)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newPackState(nodes, 42)
+		placed := 0
+		for _, p := range list {
+			n, gpus := pol.choose(s, p)
+			if n < 0 {
+				continue
+			}
+			if !s.fits(n, p) {
+				t.Fatalf("%s: %s placed on %s where it does not fit", name, p.Name, nodes[n].Name)
+			}
+			if p.NumGPU > 0 && len(gpus) != p.NumGPU {
+				t.Fatalf("%s: %s got GPUs %v", name, p.Name, gpus)
+			}
+			for _, g := range gpus {
+				if (p.Sharing() && s.free[n][g] < p.GPUMilli) || (!p.Sharing() && s.free[n][g] != 1000) {
+					t.Fatalf("%s: %s bound to GPU %d of %s with %d milli free", name, p.Name, g, nodes[n].Name, s.free[n][g])
+				}
+			}
+			s.bind(n, p, gpus)
+			placed++
+			if s.cpuUsed[n] > nodes[n].CPUMilli || s.memUsed[n] > nodes[n].MemoryMiB {
+				t.Fatalf("%s: %s overcommitted", name, nodes[n].Name)
+			}
+		}
+		got := RunPacking(nodes, list, pol, 42, 130)
+		if got.Placed != placed && name != "random" {
+			t.Errorf("%s: RunPacking placed %d, replay %d", name, got.Placed, placed)
+		}
+		if got.Placed+got.Failed != len(list) {
+			t.Errorf("%s: %d placed + %d failed != %d pods", name, got.Placed, got.Failed, len(list))
+		}
+	}
+}
+
+// TestPackMetric: each column is 100 − the mean allocation of the events
+// at that arrived percent, or within ±1 of it.
+func TestPackMetric(t *testing.T) {
+	arrived := []int{0, 1, 1, 3, 5}
+	alloc := []float64{0, 1, 0.5, 2.5, 4}
+	got := packMetric(arrived, alloc, 6)
+	want := []float64{100, 100 - 0.75, 100 - 2.5, 100 - 2.5, 100 - 4, 100 - 4, 100 - 4}
+	// column 2: none exact, neighbours 1 and 3: (1+0.5+2.5)/3
+	want[2] = 100 - (1+0.5+2.5)/3
+	// column 4: neighbours 3 and 5; column 6: neighbour 5 only
+	want[4] = 100 - (2.5+4)/2
+	for k := range want {
+		if math.Abs(got[k]-want[k]) > 1e-9 {
+			t.Errorf("column %d: %v, want %v", k, got[k], want[k])
+		}
+	}
+	if got := packMetric([]int{0}, []float64{0}, 5); !math.IsNaN(got[4]) {
+		t.Errorf("a column with no event near it is %v, want NaN", got[4])
+	}
+}
+
+// TestPackingLoadErrors name the file, line and column.
+func TestPackingLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	cases := map[string]string{
+		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1000,10,2,500,\n":   "gpu_milli",
+		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1000,10,1,1500,\n":  "gpu_milli",
+		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1000,10,-1,1000,\n": "num_gpu",
+		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,lots,10,1,1000,\n":  "cpu_milli",
+		"name,cpu_milli,memory_mib,num_gpu,gpu_spec\np,1000,10,1,\n":                 "gpu_milli",
+	}
+	for body, field := range cases {
+		_, err := LoadPackPods(write("pods.csv", body))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%q: error %v does not name %s", body, err, field)
+		}
+	}
+	if _, err := LoadPackNodes(write("nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\nn,1000,10,0,T4\n")); err == nil {
+		t.Error("a node list without GPU nodes was accepted")
+	}
+}
+
+// TestBerthUsesTheProductScorer: the harness's berth policy is
+// sched.ShareScore, node for node.
+func TestBerthUsesTheProductScorer(t *testing.T) {
+	nodes, pods := loadExcerpt(t)
+	b := newBerthScorer(pods)
+	s := newPackState(nodes, 42)
+	for _, p := range pods[:50] {
+		for n := range nodes {
+			if !s.fits(n, p) {
+				continue
+			}
+			got, gg := b.score(s, n, p)
+			nd := nodes[n]
+			want, wg := sched.ShareScore(sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]},
+				shareRequest(p), b.mix)
+			if got != want || gg != wg {
+				t.Fatalf("%s on %s: harness %v/%d, product %v/%d", p.Name, nd.Name, got, gg, want, wg)
+			}
+		}
+		if n, g := (&cached{sc: b}).choose(s, p); n >= 0 {
+			s.bind(n, p, g)
+		}
+	}
 }
