@@ -82,6 +82,7 @@ func newDeployCmd() *cobra.Command {
 	f.StringVar(&req.Model, "model", "", "the model served")
 	f.StringVar(&req.Team, "team", "", "owning team")
 	f.IntVar(&req.ReplicaShape.GPUs, "gpus", 1, "GPUs per replica")
+	f.IntVar(&req.ReplicaShape.GPUMilli, "gpu-milli", 0, "a share of one GPU per replica instead, 1-999 milli: the sharing pool, under MPS")
 	f.StringVar(&req.ReplicaShape.Topology, "topology", "node", "replica topology: node, pod or any")
 	f.StringVar(&req.ReplicaShape.GPUModel, "gpu-model", "", "GPU model (default: any)")
 	f.IntVar(&req.MinReplicas, "min", 1, "replicas berth keeps whatever it costs (preempting training if it must)")
@@ -117,7 +118,7 @@ func newDeployCmd() *cobra.Command {
 					if d.Pending != nil {
 						why = d.Pending.Message
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.ID, dash(d.Team), d.ReplicaShape.GPUs, d.Desired, d.Target, d.Actual, d.Stopping, d.MinReplicas, d.MaxReplicas, dash(why))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.ID, dash(d.Team), gpusOf(d.ReplicaShape.GPUs, d.ReplicaShape.GPUMilli), d.Desired, d.Target, d.Actual, d.Stopping, d.MinReplicas, d.MaxReplicas, dash(why))
 				}
 			}, nil
 		})
@@ -142,7 +143,8 @@ func newTopologyCmd() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "utilization\t%.1f%% (%d of %d GPUs)\n", util, t.AllocatedGPUs, t.TotalGPUs)
 				fmt.Fprintf(tw, "fragmentation\t%.1f%% (%d free GPUs no %d-GPU node request can use)\n", 100*t.Fragmentation, t.FragmentedGPUs, t.FragTarget)
-				fmt.Fprintf(tw, "whole free nodes\t%d\n\n", t.FreeNodesFull)
+				fmt.Fprintf(tw, "whole free nodes\t%d\n", t.FreeNodesFull)
+				fmt.Fprintf(tw, "shared GPUs\t%d (%d milli free on them; largest share placeable %d milli)\n\n", t.SharedGPUs, t.SharedFreeMilli, t.LargestShare)
 				fmt.Fprintln(tw, "POD\tFREE GPUS\tWHOLE FREE NODES\tLARGEST PLACEABLE")
 				for _, p := range t.Pods {
 					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", p.Pod, p.FreeGPUs, p.FreeNodesFull, p.Largest)

@@ -115,6 +115,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.StringVar(&req.Team, "team", "", "team")
 	f.StringVar(&req.User, "user", "", "user")
 	f.IntVar(&req.GPUs, "gpus", 0, "GPUs, all or nothing (a gang)")
+	f.IntVar(&req.GPUMilli, "gpu-milli", 0, "a share of one GPU instead, 1-999 milli (with --gpus 1): the sharing pool, under MPS")
 	f.StringVar(&req.Topology, "topology", "node", "node (one NVLink domain), pod (one leaf switch) or any")
 	f.StringVar(&req.GPUModel, "gpu-model", "", "GPU model, e.g. H100 (default: any)")
 	f.IntVar(&req.Priority, "priority", 0, "priority; higher runs first")
@@ -185,7 +186,7 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 					if !j.StartedAt.IsZero() {
 						since = j.StartedAt
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), dash(j.Team), j.Shape.GPUs, j.Shape.Topology, j.State, age(since), dash(where))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), dash(j.Team), gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology, j.State, age(since), dash(where))
 				}
 			})
 		},
@@ -217,7 +218,7 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 			return out.print(cmd.OutOrStdout(), j, func(tw *tabwriter.Writer) {
 				fmt.Fprintf(tw, "job\t%s (%s)\n", j.ID, dash(j.Name))
 				fmt.Fprintf(tw, "owner\t%s/%s/%s\n", j.Org, dash(j.Team), dash(j.User))
-				fmt.Fprintf(tw, "shape\t%d GPUs, topology %s\n", j.Shape.GPUs, j.Shape.Topology)
+				fmt.Fprintf(tw, "shape\t%s GPUs, topology %s\n", gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
 				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
 				fmt.Fprintf(tw, "priority\t%d, preemptible %v, preempted %d times\n", j.Priority, j.Preemptible, j.PreemptCount)
 				if j.EffectivePrio != nil {
@@ -302,4 +303,12 @@ func absCommand(cmd []string) []string {
 		}
 	}
 	return cmd
+}
+
+// gpusOf prints a GPU count, or a share of one GPU as "300m".
+func gpusOf(gpus, milli int) string {
+	if milli > 0 {
+		return fmt.Sprintf("%dm", milli)
+	}
+	return fmt.Sprint(gpus)
 }

@@ -305,7 +305,7 @@ func (a *Agent) converge(o model.NodeOrders) {
 				a.allocs[d.ID] = p
 				continue
 			}
-			if busy := a.busyLocked(); busy&d.GPUs != 0 {
+			if busy := a.busyLocked(d.GPUMilli); busy&d.GPUs != 0 {
 				// Its GPUs are still held by a process on the way out;
 				// start once they are free.
 				a.log.Info("allocation waits for its GPUs", "alloc", d.ID, "gpus", (busy & d.GPUs).String())
@@ -345,13 +345,16 @@ func (a *Agent) converge(o model.NodeOrders) {
 	}
 }
 
-// busyLocked is the GPUs held by processes not yet gone.
-func (a *Agent) busyLocked() model.GPUMask {
+// busyLocked is the GPUs held by processes not yet gone. For a share,
+// GPUs held only by other shares are not busy: shares sum to at most one
+// GPU by the control plane's accounting.
+func (a *Agent) busyLocked(milli int) model.GPUMask {
 	var m model.GPUMask
 	for _, p := range a.allocs {
-		if !p.exited() {
-			m |= p.gpus
+		if p.exited() || milli > 0 && p.milli > 0 {
+			continue
 		}
+		m |= p.gpus
 	}
 	return m
 }

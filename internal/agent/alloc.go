@@ -19,10 +19,11 @@ import (
 // A supervisor goroutine owns the process; Stop and Kill only move its
 // deadline and wake it.
 type alloc struct {
-	id   string
-	dir  string
-	gpus model.GPUMask
-	log  *slog.Logger
+	id    string
+	dir   string
+	gpus  model.GPUMask
+	milli int // a share of its one GPU; 0 for whole GPUs
+	log   *slog.Logger
 	// changed is called (without locks held) when the state changes, so
 	// the agent can report it at once instead of at the next interval.
 	changed func()

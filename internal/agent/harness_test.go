@@ -183,6 +183,11 @@ func (f *fleet) stop() {
 
 // agentConfig is an 8-GPU fake node.
 func (f *fleet) agentConfig(id, pod, server string) Config {
+	return f.agentConfigIn(id, pod, "", server)
+}
+
+// agentConfigIn is an 8-GPU fake node in a pool.
+func (f *fleet) agentConfigIn(id, pod, pool, server string) Config {
 	f.t.Helper()
 	tok, err := f.api.CreateToken(context.Background(), "agent:"+id, id)
 	if err != nil {
@@ -193,7 +198,7 @@ func (f *fleet) agentConfig(id, pod, server string) Config {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return Config{Servers: []string{server}, Token: tok.Secret, NodeID: id, Pod: pod, StateDir: state, Backend: b,
+	return Config{Servers: []string{server}, Token: tok.Secret, NodeID: id, Pod: pod, Pool: pool, StateDir: state, Backend: b,
 		Interval: hbInterval, CPUMilli: 64000, MemoryMiB: 512 << 10, OrphanGrace: 2 * time.Second,
 		StrayGrace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 }
@@ -201,10 +206,16 @@ func (f *fleet) agentConfig(id, pod, server string) Config {
 // startAgent runs an agent talking to server (the fleet's own when empty).
 func (f *fleet) startAgent(id, server string) *runningAgent {
 	f.t.Helper()
+	return f.startAgentIn(id, "", server)
+}
+
+// startAgentIn runs an agent whose node is in a pool.
+func (f *fleet) startAgentIn(id, pool, server string) *runningAgent {
+	f.t.Helper()
 	if server == "" {
 		server = f.listen
 	}
-	cfg := f.agentConfig(id, "p1", server)
+	cfg := f.agentConfigIn(id, "p1", pool, server)
 	a, err := New(cfg)
 	if err != nil {
 		f.t.Fatalf("agent %s: %v", id, err)

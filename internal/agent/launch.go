@@ -24,6 +24,7 @@ var passEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	dir := a.state.allocDir(d.ID)
 	p := newAlloc(d.ID, dir, d.GPUs, a.log, a.poke)
+	p.milli = d.GPUMilli
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		a.log.Error("cannot create allocation directory", "alloc", d.ID, "err", err)
 		p.finishLocked(126)
@@ -119,6 +120,16 @@ func (a *Agent) allocEnv(d model.DesiredAlloc, dir string) []string {
 	} else {
 		env = append(env, "BERTH_JOB_ID="+d.OwnerID)
 	}
+	if d.GPUMilli > 0 {
+		// A share of one GPU runs under MPS: the share is the percentage of
+		// the GPU's SMs it may use, and its part of the GPU's memory the
+		// most it may pin.
+		env = append(env, "BERTH_GPU_MILLI="+strconv.Itoa(d.GPUMilli),
+			"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="+strconv.Itoa(max(1, (d.GPUMilli+9)/10)))
+		if g := gpuIndex(d.GPUs); g < len(a.inv.Devices) && a.inv.Devices[g].MemoryMiB > 0 {
+			env = append(env, fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%dM", a.inv.Devices[g].MemoryMiB*int64(d.GPUMilli)/1000))
+		}
+	}
 	if d.CheckpointDir != "" {
 		env = append(env, "BERTH_CHECKPOINT_DIR="+d.CheckpointDir)
 	}
@@ -143,4 +154,14 @@ func (a *Agent) visible(m model.GPUMask) []string {
 		}
 	}
 	return out
+}
+
+// gpuIndex is the lowest GPU in a mask.
+func gpuIndex(m model.GPUMask) int {
+	for i := range model.MaxGPUsPerNode {
+		if m&(1<<uint(i)) != 0 {
+			return i
+		}
+	}
+	return model.MaxGPUsPerNode
 }

@@ -41,6 +41,8 @@ func (a *Agent) check(o model.NodeOrders) error {
 			return fmt.Errorf("allocations[%d].gpu_mask: %s: expected GPUs of this node (%s)", i, d.GPUs, all)
 		case d.CPUMilli < 0 || d.MemoryMiB < 0:
 			return fmt.Errorf("allocations[%d]: negative cpu_milli or memory_mib", i)
+		case d.GPUMilli < 0 || d.GPUMilli > 999 || d.GPUMilli > 0 && d.GPUs.Count() != 1:
+			return fmt.Errorf("allocations[%d].gpu_milli: %d on %s: expected a share of 1-999 of one GPU", i, d.GPUMilli, d.GPUs)
 		}
 		switch d.OwnerKind {
 		case model.OwnerTraining, model.OwnerInference, model.OwnerBackfill:

@@ -36,6 +36,11 @@ type Topology struct {
 	FragmentedGPUs int       `json:"fragmented_gpus"`
 	FragTarget     int       `json:"frag_target"`
 	Pods           []PodFree `json:"pods"`
+	// Shares (gpu_milli): GPUs holding them, their milli left, and the
+	// largest share the sharing pool can place now.
+	SharedGPUs      int `json:"shared_gpus"`
+	SharedFreeMilli int `json:"shared_free_milli"`
+	LargestShare    int `json:"largest_placeable_milli"`
 }
 
 // Node is GET /v1/nodes entries.

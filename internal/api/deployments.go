@@ -7,6 +7,7 @@ import (
 // ReplicaShape is one replica's GPUs and topology.
 type ReplicaShape struct {
 	GPUs      int    `json:"gpus"`
+	GPUMilli  int    `json:"gpu_milli,omitempty"` // a share of one GPU (1-999)
 	Topology  string `json:"topology"`
 	GPUModel  string `json:"gpu_model,omitempty"`
 	CPUMilli  int64  `json:"cpu_milli,omitempty"`
@@ -52,7 +53,8 @@ func (r *DeploymentRequest) Deployment() (model.Deployment, error) {
 	}
 	d := model.Deployment{ID: r.Name, Model: r.Model, Team: r.Team, MinReplicas: r.MinReplicas, MaxReplicas: r.MaxReplicas,
 		Priority: r.Priority, Desired: r.MinReplicas,
-		ReplicaShape: model.Shape{GPUs: r.ReplicaShape.GPUs, Topology: topo, CPUMilli: r.ReplicaShape.CPUMilli, MemoryMiB: r.ReplicaShape.MemoryMiB}}
+		ReplicaShape: model.Shape{GPUs: r.ReplicaShape.GPUs, Topology: topo, CPUMilli: r.ReplicaShape.CPUMilli, MemoryMiB: r.ReplicaShape.MemoryMiB,
+			GPUMilli: r.ReplicaShape.GPUMilli}}
 	if r.ReplicaShape.GPUModel != "" {
 		d.ReplicaShape.Models = []string{r.ReplicaShape.GPUModel}
 	}

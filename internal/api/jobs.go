@@ -17,6 +17,9 @@ type JobRequest struct {
 	Image   string            `json:"image,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	GPUs    int               `json:"gpus"`
+	// GPUMilli, 1-999, asks for that share of one GPU instead (gpus 1):
+	// placed in the sharing pool, run under MPS with that share.
+	GPUMilli int `json:"gpu_milli,omitempty"`
 	// Topology is node, pod or any: a constraint, never a hint.
 	Topology    string             `json:"topology"`
 	GPUModel    string             `json:"gpu_model,omitempty"`
@@ -66,7 +69,7 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 	}
 	j := model.Job{ID: id, Name: r.Name, Org: r.Org, Team: r.Team, User: r.User, Priority: r.Priority,
 		Preemptible: r.Preemptible, MaxRuntime: maxRun,
-		Shape: model.Shape{GPUs: r.GPUs, Topology: topo, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB}}
+		Shape: model.Shape{GPUs: r.GPUs, Topology: topo, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, GPUMilli: r.GPUMilli}}
 	if r.GPUModel != "" {
 		j.Shape.Models = []string{r.GPUModel}
 	}
@@ -117,6 +120,8 @@ func jobFieldError(err error) error {
 		e.Field = "memory_mib"
 	case "checkpoint.size_bytes":
 		e.Field = "checkpoint.bytes"
+	case "shape.gpu_milli":
+		e.Field = "gpu_milli"
 	}
 	return e
 }

@@ -94,10 +94,14 @@ func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	nodes := make([]string, 0, len(b.Parts))
 	for _, pt := range b.Parts {
 		ch.txn.Unchanged(store.Nodes, pt.Node, in.rev)
-		ch.addAlloc(model.Allocation{ID: newID("a", now), NodeID: pt.Node, GPUs: pt.GPUs, CPUMilli: pt.CPUMilli,
+		ch.addAlloc(model.Allocation{ID: newID("a", now), NodeID: pt.Node, GPUs: pt.GPUs, GPUMilli: pt.GPUMilli, CPUMilli: pt.CPUMilli,
 			MemoryMiB: pt.MemoryMiB, OwnerKind: b.Kind, OwnerID: b.OwnerID, Replica: b.Replica,
 			Preemptible: b.Preemptible, Borrowed: b.Borrowed, Reservation: b.Reservation, CreatedAt: now})
-		nodes = append(nodes, fmt.Sprintf("%s[%s]", pt.Node, pt.GPUs))
+		if pt.GPUMilli > 0 {
+			nodes = append(nodes, fmt.Sprintf("%s[%s:%dm]", pt.Node, pt.GPUs, pt.GPUMilli))
+		} else {
+			nodes = append(nodes, fmt.Sprintf("%s[%s]", pt.Node, pt.GPUs))
+		}
 	}
 	if b.Kind == model.OwnerInference {
 		ch.txn.Unchanged(store.Deployments, b.OwnerID, in.rev)

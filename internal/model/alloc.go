@@ -16,9 +16,11 @@ const (
 // Allocation binds a set of GPUs on one node to one owner. A request that
 // spans nodes holds one allocation per node.
 type Allocation struct {
-	ID        string    `json:"id"`
-	NodeID    string    `json:"node_id"`
-	GPUs      GPUMask   `json:"gpu_mask"`
+	ID     string  `json:"id"`
+	NodeID string  `json:"node_id"`
+	GPUs   GPUMask `json:"gpu_mask"`
+	// GPUMilli is the share of its one GPU (1-999), 0 for whole GPUs.
+	GPUMilli  int       `json:"gpu_milli,omitempty"`
 	CPUMilli  int64     `json:"cpu_milli"`
 	MemoryMiB int64     `json:"memory_mib"`
 	OwnerKind OwnerKind `json:"owner_kind"`

@@ -74,6 +74,8 @@ type DesiredAlloc struct {
 	OwnerID   string    `json:"owner_id"`
 	Replica   int       `json:"replica,omitempty"`
 	GPUs      GPUMask   `json:"gpu_mask"`
+	// GPUMilli is the share of the one GPU (MPS), 0 for whole GPUs.
+	GPUMilli  int       `json:"gpu_milli,omitempty"`
 	CPUMilli  int64     `json:"cpu_milli,omitempty"`
 	MemoryMiB int64     `json:"memory_mib,omitempty"`
 	Workload  *Workload `json:"workload,omitempty"`

@@ -17,7 +17,13 @@ type Shape struct {
 	Models    []string `json:"models,omitempty"`
 	CPUMilli  int64    `json:"cpu_milli,omitempty"`
 	MemoryMiB int64    `json:"memory_mib,omitempty"`
+	// GPUMilli, 1-999, asks for that share of one GPU (GPUs is then 1),
+	// placed only in the sharing pool; 0 means whole GPUs.
+	GPUMilli int `json:"gpu_milli,omitempty"`
 }
+
+// Fraction reports whether the shape is a share of one GPU.
+func (s *Shape) Fraction() bool { return s.GPUMilli > 0 }
 
 // AcceptsModel reports whether a GPU of the given model satisfies the shape.
 func (s *Shape) AcceptsModel(model string) bool {
@@ -53,6 +59,14 @@ func (s *Shape) Validate(prefix string) error {
 		if m == "" {
 			return fmt.Errorf("%smodels[%d]: must not be empty", prefix, i)
 		}
+	}
+	switch {
+	case s.GPUMilli < 0 || s.GPUMilli > 999:
+		return fmt.Errorf("%sgpu_milli: %d: expected 1 to 999 (a share of one GPU), or 0 for whole GPUs", prefix, s.GPUMilli)
+	case s.GPUMilli > 0 && s.GPUs != 1:
+		return fmt.Errorf("%sgpu_milli: a share of a GPU is a share of one: gpus must be 1, not %d", prefix, s.GPUs)
+	case s.GPUMilli > 0 && s.Topology != TopologyNode:
+		return fmt.Errorf("%stopology: a share of one GPU is placed on one node: expected node, not %s", prefix, s.Topology)
 	}
 	return nil
 }

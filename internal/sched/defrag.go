@@ -194,8 +194,8 @@ func (p *planner) replicasByNode(moving map[repKey]bool) map[int][]replicaAt {
 	byKey := map[repKey]*seen{}
 	var order []repKey
 	for _, a := range p.s.Allocations {
-		if a.OwnerKind != model.OwnerInference {
-			continue
+		if a.OwnerKind != model.OwnerInference || a.GPUMilli > 0 {
+			continue // shares live in the sharing pool, outside defragmentation
 		}
 		d := deps[a.OwnerID]
 		if d == nil || moving[repKey{a.OwnerID, a.Replica}] {

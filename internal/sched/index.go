@@ -24,6 +24,12 @@ type Index struct {
 
 	free, frag, wholeFree int // cluster totals over schedulable nodes
 	journal               []journalEntry
+	// shared is, per node with shared GPUs, each GPU's milli in use by
+	// shares. A shared GPU is out of free for whole-GPU requests until its
+	// last share leaves.
+	shared map[int][]int
+	// mix is the demand the share placer measures fragmentation against.
+	mix ShareMix
 	// changes counts every assign and release, rollbacks included: equal
 	// counts mean an unchanged index.
 	changes int
@@ -92,6 +98,7 @@ type journalEntry struct {
 	mask     model.GPUMask
 	cpu, mem int64
 	assign   bool
+	milli    int // a share of the one GPU in mask; 0 for whole GPUs
 }
 
 // NewIndex builds the index for a snapshot under cfg (its pools and
@@ -159,10 +166,14 @@ func NewIndex(nodes []model.Node, allocs []model.Allocation, cfg Config) *Index 
 			continue
 		}
 		ns := &ix.nodes[ni]
-		ns.free &^= a.GPUs
+		if a.GPUMilli > 0 {
+			ix.addShare(ni, a.GPUs, a.GPUMilli)
+		} else {
+			ns.free &^= a.GPUs
+			ns.addShape(a.GPUs.Count(), 1)
+		}
 		ns.cpu -= a.CPUMilli
 		ns.mem -= a.MemoryMiB
-		ns.addShape(a.GPUs.Count(), 1)
 	}
 	ix.loc = make([]nodeLoc, len(ix.nodes))
 	for i := range ix.nodes {
@@ -285,7 +296,7 @@ func (ix *Index) assign(i int, mask model.GPUMask, cpu, mem int64) {
 	ns.mem -= mem
 	ns.addShape(mask.Count(), 1)
 	ix.link(i)
-	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, true})
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, true, 0})
 }
 
 // release gives back what assign took.
@@ -298,7 +309,7 @@ func (ix *Index) release(i int, mask model.GPUMask, cpu, mem int64) {
 	ns.mem += mem
 	ns.addShape(mask.Count(), -1)
 	ix.link(i)
-	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, false})
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, false, 0})
 }
 
 // Checkpoint marks the current state; Rollback returns to it.
@@ -308,9 +319,14 @@ func (ix *Index) Checkpoint() int { return len(ix.journal) }
 func (ix *Index) Rollback(cp int) {
 	for len(ix.journal) > cp {
 		e := ix.journal[len(ix.journal)-1]
-		if e.assign {
+		switch {
+		case e.milli > 0 && e.assign:
+			ix.releaseShare(e.node, e.mask, e.milli, e.cpu, e.mem)
+		case e.milli > 0:
+			ix.assignShare(e.node, e.mask, e.milli, e.cpu, e.mem)
+		case e.assign:
 			ix.release(e.node, e.mask, e.cpu, e.mem)
-		} else {
+		default:
 			ix.assign(e.node, e.mask, e.cpu, e.mem)
 		}
 		ix.journal = ix.journal[:len(ix.journal)-2]
@@ -324,6 +340,13 @@ func (ix *Index) Commit() { ix.journal = ix.journal[:0] }
 // simulator's other policies chose) in the index.
 func (ix *Index) Assign(a model.Allocation) bool {
 	i, ok := ix.byID[a.NodeID]
+	if ok && a.GPUMilli > 0 {
+		if ix.freeMilli(i, a.GPUs) < a.GPUMilli {
+			return false
+		}
+		ix.assignShare(i, a.GPUs, a.GPUMilli, a.CPUMilli, a.MemoryMiB)
+		return true
+	}
 	if !ok || ix.nodes[i].free&a.GPUs != a.GPUs {
 		return false
 	}
@@ -336,6 +359,10 @@ func (ix *Index) Release(a model.Allocation) bool {
 	i, ok := ix.byID[a.NodeID]
 	if !ok {
 		return false
+	}
+	if a.GPUMilli > 0 {
+		ix.releaseShare(i, a.GPUs, a.GPUMilli, a.CPUMilli, a.MemoryMiB)
+		return true
 	}
 	ix.release(i, a.GPUs, a.CPUMilli, a.MemoryMiB)
 	return true

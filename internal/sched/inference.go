@@ -64,7 +64,7 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Placement: pl})
 			continue
 		}
-		if why.Code == ReasonUnschedulable {
+		if why.Code == ReasonUnschedulable && !req.Fraction() {
 			key := resKey(d.ID, next)
 			if r := p.makeRoom(&req, p.forInference, p.prevRes[repKey{d.ID, next}].At); r != nil {
 				reclaim := true // only taking the pool back from borrowers

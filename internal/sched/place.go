@@ -10,6 +10,7 @@ import (
 type Part struct {
 	Node      string        `json:"node"`
 	GPUs      model.GPUMask `json:"gpu_mask"`
+	GPUMilli  int           `json:"gpu_milli,omitempty"` // a share of its one GPU
 	CPUMilli  int64         `json:"cpu_milli"`
 	MemoryMiB int64         `json:"memory_mib"`
 }
@@ -66,6 +67,9 @@ func (ix *Index) Place(req *model.Request, pools Pools) (Placement, *Reason) {
 }
 
 func (ix *Index) place(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
+	if req.Fraction() {
+		return ix.placeShared(req, pools, opts)
+	}
 	pl := ix.newPlacer(req, pools, opts)
 	routes := opts.routes
 	if routes == nil {

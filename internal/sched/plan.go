@@ -95,6 +95,7 @@ func Plan(s State, now time.Time) Decision {
 // is the same as Plan's; the index is back in its input state on return.
 func PlanOn(ix *Index, s State, now time.Time) Decision {
 	p := newPlanner(&s, ix, now)
+	ix.SetMix(shareMix(&s))
 	cp := ix.Checkpoint()
 	defer ix.Rollback(cp)
 	p.inference()

@@ -15,10 +15,13 @@ import "github.com/berthsched/berth/internal/model"
 //   - Swap is R4's swap pool: whole nodes held back from normal placement,
 //     used only as relocation scratch by defragmentation.
 type Pools struct {
-	Training         string `json:"training,omitempty" yaml:"training,omitempty"`
-	Inference        string `json:"inference,omitempty" yaml:"inference,omitempty"`
-	Small            string `json:"small,omitempty" yaml:"small,omitempty"`
-	Swap             string `json:"swap,omitempty" yaml:"swap,omitempty"`
+	Training  string `json:"training,omitempty" yaml:"training,omitempty"`
+	Inference string `json:"inference,omitempty" yaml:"inference,omitempty"`
+	Small     string `json:"small,omitempty" yaml:"small,omitempty"`
+	Swap      string `json:"swap,omitempty" yaml:"swap,omitempty"`
+	// Sharing is the pool whose GPUs take shares (gpu_milli): default
+	// "sharing". No other pool's GPUs are ever shared.
+	Sharing          string `json:"sharing,omitempty" yaml:"sharing,omitempty"`
 	SmallMaxGPUs     int    `json:"small_max_gpus,omitempty" yaml:"small_max_gpus,omitempty"`
 	InferenceMinGPUs int    `json:"inference_min_gpus,omitempty" yaml:"inference_min_gpus,omitempty"`
 	BorrowInference  bool   `json:"borrow_inference,omitempty" yaml:"borrow_inference,omitempty"`
@@ -29,6 +32,14 @@ type Pools struct {
 func DefaultPools() Pools {
 	return Pools{Training: "training", Inference: "inference", Small: "small", Swap: "swap",
 		SmallMaxGPUs: 4, InferenceMinGPUs: 4, BorrowInference: true}
+}
+
+// SharingPool is the pool fractions go to.
+func (p *Pools) SharingPool() string {
+	if p.Sharing == "" {
+		return "sharing"
+	}
+	return p.Sharing
 }
 
 func (p *Pools) configured() bool {

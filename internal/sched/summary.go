@@ -1,6 +1,10 @@
 package sched
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/berthsched/berth/internal/model"
+)
 
 // Largest is largest_placeable: the biggest request of each topology that
 // would be placed right now (GPU-wise; cpu and memory aside). It is the
@@ -23,6 +27,13 @@ type TopologySummary struct {
 	FragTarget     int            `json:"frag_target"`
 	FreeByNode     map[string]int `json:"free_by_node,omitempty"`
 	Pods           []PodFree      `json:"pods,omitempty"`
+	// SharedGPUs are GPUs holding shares (gpu_milli): out of every whole-GPU
+	// count above. SharedFreeMilli is what they have left for more shares,
+	// and LargestShare the most free milli on one schedulable GPU of the
+	// sharing pool (shared or free): the largest share placeable now.
+	SharedGPUs      int `json:"shared_gpus"`
+	SharedFreeMilli int `json:"shared_free_milli"`
+	LargestShare    int `json:"largest_placeable_milli"`
 }
 
 // PodFree is one pod's free map.
@@ -89,8 +100,22 @@ func (ix *Index) Totals() (free, fullNodes, fragmented int) { return ix.free, ix
 // Summary is the full topology view. The per-node map costs a walk over
 // nodes, so it is only built when asked for.
 func (ix *Index) Summary(withNodes bool) TopologySummary {
+	return ix.SummaryWith(withNodes, "sharing")
+}
+
+// SummaryWith is Summary naming the sharing pool, for the largest share.
+func (ix *Index) SummaryWith(withNodes bool, sharingPool string) TopologySummary {
 	s := TopologySummary{LargestPlaceable: ix.Largest(), FreeNodesFull: ix.wholeFree, FreeGPUs: ix.free,
 		FragmentedGPUs: ix.frag, FragTarget: ix.fragTarget}
+	for i := range ix.nodes {
+		ns := &ix.nodes[i]
+		if ns.node.Pool != sharingPool || !ns.eligible {
+			continue
+		}
+		for g := range ns.node.GPUs {
+			s.LargestShare = max(s.LargestShare, min(ix.freeMilli(i, model.GPUMask(1)<<uint(g)), 999))
+		}
+	}
 	pods := map[string]*PodFree{}
 	for _, g := range ix.groups {
 		if !ix.counts(g) {
@@ -111,6 +136,17 @@ func (ix *Index) Summary(withNodes bool) TopologySummary {
 		s.Pods = append(s.Pods, *pf)
 	}
 	sort.Slice(s.Pods, func(a, b int) bool { return s.Pods[a].Pod < s.Pods[b].Pod })
+	for i, used := range ix.shared {
+		ns := &ix.nodes[i]
+		for g, u := range used {
+			if u > 0 && ns.usable.Has(g) {
+				s.SharedGPUs++
+				if ns.eligible {
+					s.SharedFreeMilli += 1000 - u
+				}
+			}
+		}
+	}
 	if withNodes {
 		s.FreeByNode = make(map[string]int, len(ix.nodes))
 		for i := range ix.nodes {

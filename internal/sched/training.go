@@ -74,6 +74,12 @@ func (p *planner) training() {
 			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerTraining, OwnerID: j.ID, Preemptible: j.Preemptible || pl.Borrowed, Placement: pl})
 			continue
 		}
+		if req.Fraction() {
+			// A share waits for one to free up: it neither backfills,
+			// preempts nor holds (the long tail does not make room).
+			p.pend(j, *why, prio)
+			continue
+		}
 		if b, ok := p.backfill(j); ok {
 			p.quota.add(j, req.GPUs, true)
 			p.d.Binds = append(p.d.Binds, b)

@@ -27,11 +27,12 @@ func (s *Server) fleet() ([]model.Node, []model.Allocation) {
 // Topology computes the free-set view from the table as it is now.
 func (s *Server) Topology() api.Topology {
 	nodes, allocs := s.fleet()
-	ix := sched.NewIndex(nodes, allocs, s.ctl.Config().Sched)
-	sum := ix.Summary(true)
+	cfg := s.ctl.Config().Sched
+	ix := sched.NewIndex(nodes, allocs, cfg)
+	sum := ix.SummaryWith(true, cfg.Pools.SharingPool())
 	t := api.Topology{LargestPlaceable: api.Largest(sum.LargestPlaceable), FreeNodesFull: sum.FreeNodesFull,
 		FreeByNode: sum.FreeByNode, FreeGPUs: sum.FreeGPUs, FragmentedGPUs: sum.FragmentedGPUs, FragTarget: sum.FragTarget,
-		Pods: []api.PodFree{}}
+		Pods: []api.PodFree{}, SharedGPUs: sum.SharedGPUs, SharedFreeMilli: sum.SharedFreeMilli, LargestShare: sum.LargestShare}
 	if t.FreeByNode == nil {
 		t.FreeByNode = map[string]int{}
 	}
@@ -40,7 +41,17 @@ func (s *Server) Topology() api.Topology {
 			t.TotalGPUs += n.GPUs - n.QuarantinedGPUs.Count()
 		}
 	}
+	shared := map[string]bool{}
 	for _, a := range allocs {
+		if a.GPUMilli > 0 {
+			// A shared GPU counts once, however many shares it holds.
+			k := a.NodeID + "/" + a.GPUs.String()
+			if !shared[k] {
+				shared[k] = true
+				t.AllocatedGPUs++
+			}
+			continue
+		}
 		t.AllocatedGPUs += a.GPUs.Count()
 	}
 	if t.FreeGPUs > 0 {

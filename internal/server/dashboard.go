@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -48,6 +49,10 @@ type Cell struct {
 	Owner    string `json:"owner,omitempty"`
 	Alloc    string `json:"alloc,omitempty"`
 	Stopping bool   `json:"stopping,omitempty"`
+	// Shares and Milli, on a shared GPU: how many shares it holds and
+	// the milli they use (the rest is free for more shares).
+	Shares int `json:"shares,omitempty"`
+	Milli  int `json:"milli,omitempty"`
 }
 
 // QueueEntry is one pending job or replica shortfall, in rank order.
@@ -149,9 +154,22 @@ func (s *Server) Dashboard() Dashboard {
 			}
 			for _, a := range v.AllocationsOn(n.ID) {
 				for _, g := range a.GPUs.Indices() {
-					if g < len(dn.GPUs) {
-						dn.GPUs[g] = Cell{Kind: string(a.OwnerKind), Owner: a.OwnerID, Alloc: a.ID, Stopping: a.Stopping}
+					if g >= len(dn.GPUs) {
+						continue
 					}
+					if a.GPUMilli > 0 {
+						c := &dn.GPUs[g]
+						if c.Shares == 0 {
+							*c = Cell{Kind: string(a.OwnerKind)}
+						} else {
+							c.Owner += ", "
+						}
+						c.Owner += fmt.Sprintf("%s (%dm)", a.OwnerID, a.GPUMilli)
+						c.Shares++
+						c.Milli += a.GPUMilli
+						continue
+					}
+					dn.GPUs[g] = Cell{Kind: string(a.OwnerKind), Owner: a.OwnerID, Alloc: a.ID, Stopping: a.Stopping}
 				}
 			}
 			pod := pods[n.Pod]

@@ -81,7 +81,8 @@ var _ control.Observer = (*metrics)(nil)
 
 var (
 	descLargest   = prometheus.NewDesc("berth_largest_placeable_gpus", "Largest request placeable now, per topology: the headline number.", []string{"topology"}, nil)
-	descGPUs      = prometheus.NewDesc("berth_gpus", "GPUs by state (free, allocated, total schedulable).", []string{"state"}, nil)
+	descGPUs      = prometheus.NewDesc("berth_gpus", "GPUs by state (free, allocated, shared, total schedulable); shared GPUs are also allocated.", []string{"state"}, nil)
+	descShare     = prometheus.NewDesc("berth_share_milli", "Shares of GPUs (gpu_milli): free on shared GPUs, and the largest share placeable now.", []string{"what"}, nil)
 	descFrag      = prometheus.NewDesc("berth_fragmentation_ratio", "Share of free GPUs no whole-node request can use.", nil, nil)
 	descQueue     = prometheus.NewDesc("berth_queue_jobs", "Pending training jobs by size class.", []string{"size"}, nil)
 	descQueueAge  = prometheus.NewDesc("berth_queue_oldest_seconds", "Age of the oldest pending job by size class.", []string{"size"}, nil)
@@ -96,7 +97,7 @@ var (
 type fleetCollector struct{ s *Server }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes} {
+	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descShare, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes} {
 		ch <- d
 	}
 }
@@ -127,6 +128,9 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descGPUs, float64(t.FreeGPUs), "free")
 	g(descGPUs, float64(t.AllocatedGPUs), "allocated")
 	g(descGPUs, float64(t.TotalGPUs), "total")
+	g(descGPUs, float64(t.SharedGPUs), "shared")
+	g(descShare, float64(t.SharedFreeMilli), "free_on_shared")
+	g(descShare, float64(t.LargestShare), "largest_placeable")
 	g(descFrag, t.Fragmentation)
 	count, oldest := map[string]int{}, map[string]float64{}
 	now := time.Now()

@@ -49,6 +49,7 @@
     $("#frag").textContent = pct(d.topology.fragmentation);
     $("#free").textContent = d.topology.free_gpus + " / " + d.topology.total_gpus;
     $("#free-nodes").textContent = d.topology.free_nodes_full;
+    $("#shared").textContent = d.topology.shared_gpus ? d.topology.shared_gpus + " GPUs, " + d.topology.shared_free_milli + " milli free" : "none";
   }
 
   function grid(d) {
@@ -59,9 +60,11 @@
         class: "node" + (n.quarantined ? " quarantined" : "") + (n.draining ? " draining" : "") + (n.health !== "healthy" ? " unhealthy" : ""),
         "data-node": n.id,
       }, el("span", { class: "name" }, n.id), n.gpus.map((c, i) => el("span", {
-        class: "gpu " + c.kind + (c.stopping ? " stopping" : ""),
-        "data-kind": c.kind, "data-owner": c.owner, "data-gpu": i,
-        "data-tip": n.id + " GPU " + i + ": " + c.kind + (c.owner ? " · " + c.owner : "") + (c.stopping ? " (stopping)" : ""),
+        class: "gpu " + c.kind + (c.stopping ? " stopping" : "") + (c.shares ? " shared" : ""),
+        style: c.shares ? "--used:" + (c.milli / 10) + "%" : undefined,
+        "data-kind": c.kind, "data-owner": c.owner, "data-gpu": i, "data-shares": c.shares || undefined,
+        "data-tip": n.id + " GPU " + i + ": " + c.kind + (c.shares ? " · shared by " + c.shares + ", " + c.milli + "/1000 milli used" : "") +
+          (c.owner ? " · " + c.owner : "") + (c.stopping ? " (stopping)" : ""),
       }))))))));
   }
 

@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/model"
+)
+
+// TestSharesRunUnderMPS: two shares of one GPU in the sharing pool run as
+// real processes on the same GPU, each with its MPS share; a whole-GPU job
+// is never placed on a shared GPU; the topology counts the shared GPU.
+func TestSharesRunUnderMPS(t *testing.T) {
+	f := newFleet(t)
+	n1 := f.startAgentIn("n1", "sharing", "")
+	env := func(name string, milli int) api.JobRequest {
+		return api.JobRequest{Name: name, GPUs: 1, GPUMilli: milli, Topology: "node"}
+	}
+	var jobs []string
+	for _, s := range []struct {
+		name  string
+		milli int
+	}{{"notebook", 300}, {"small-infer", 600}} {
+		req := env(s.name, s.milli)
+		req.Command = []string{"/bin/sh", "-c", "env; exec sleep 1000"}
+		acc, err := f.api.SubmitJob(context.Background(), req, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, acc.JobID)
+	}
+	var allocs []model.Allocation
+	for _, j := range jobs {
+		id := f.running(n1, j)
+		for _, a := range f.job(j).Allocations {
+			if a.ID == id {
+				allocs = append(allocs, a)
+			}
+		}
+	}
+	if len(allocs) != 2 || allocs[0].GPUs != allocs[1].GPUs || allocs[0].GPUs.Count() != 1 {
+		t.Fatalf("the two shares should pack onto one GPU: %+v", allocs)
+	}
+	for _, a := range allocs {
+		var log string
+		eventually(t, "environment of "+a.ID, func() error {
+			log = readLog(t, n1, a.ID, "stdout.log")
+			if !strings.Contains(log, "BERTH_GPU_MILLI=") {
+				return fmt.Errorf("no env yet")
+			}
+			return nil
+		})
+		for _, want := range []string{
+			fmt.Sprintf("BERTH_GPU_MILLI=%d\n", a.GPUMilli),
+			fmt.Sprintf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d\n", a.GPUMilli/10),
+			fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d\n", a.GPUs.Indices()[0]),
+			fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%dM\n", 80*1024*a.GPUMilli/1000),
+		} {
+			if !strings.Contains(log, want) {
+				t.Errorf("%s lacks %q", a.ID, want)
+			}
+		}
+	}
+	// A whole-node job cannot use the shared GPU.
+	whole, err := f.api.SubmitJob(context.Background(), api.JobRequest{Name: "whole", GPUs: 8, Topology: "node"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "whole job pending", func() error {
+		j := f.job(whole.JobID)
+		if j.State != model.JobPending || j.PendingReason == nil || j.PendingReason.Code == "queued" {
+			return fmt.Errorf("%s %+v", j.State, j.PendingReason)
+		}
+		return nil
+	})
+	top, err := f.api.Topology(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top.SharedGPUs != 1 || top.SharedFreeMilli != 100 || top.LargestPlaceable.Node != 7 || top.LargestShare != 999 {
+		t.Fatalf("topology: shared %d, free milli %d, largest node %d, largest share %d", top.SharedGPUs, top.SharedFreeMilli, top.LargestPlaceable.Node, top.LargestShare)
+	}
+	// The last share leaving frees the GPU whole.
+	for _, j := range jobs {
+		f.api.CancelJob(context.Background(), j)
+	}
+	f.waitState(whole.JobID, model.JobRunning)
+}

@@ -1,0 +1,194 @@
+package sched
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// gpuOf is the index of the one GPU in a share's mask.
+func gpuOf(mask model.GPUMask) int { return bits.TrailingZeros64(uint64(mask)) }
+
+// addShare records a share while building the index (no journal, no
+// relinking: NewIndex links every node once at the end).
+func (ix *Index) addShare(i int, mask model.GPUMask, milli int) {
+	ns := &ix.nodes[i]
+	if ix.shared == nil {
+		ix.shared = map[int][]int{}
+	}
+	used := ix.shared[i]
+	if used == nil {
+		used = make([]int, ns.node.GPUs)
+		ix.shared[i] = used
+	}
+	g := gpuOf(mask)
+	if g >= len(used) {
+		return
+	}
+	if used[g] == 0 {
+		ns.free &^= mask
+		ns.addShape(1, 1)
+	}
+	used[g] += milli
+}
+
+// freeMilli is what a GPU has left for shares: 1000 when free, the rest
+// when shared, 0 when held whole or unusable.
+func (ix *Index) freeMilli(i int, mask model.GPUMask) int {
+	ns := &ix.nodes[i]
+	g := gpuOf(mask)
+	switch {
+	case g >= ns.node.GPUs || ns.usable&mask == 0:
+		return 0
+	case ns.free&mask != 0:
+		return 1000
+	case ix.shared[i] != nil && ix.shared[i][g] > 0:
+		return 1000 - ix.shared[i][g]
+	}
+	return 0
+}
+
+// assignShare takes milli of one GPU (and cpu, memory) on node i.
+func (ix *Index) assignShare(i int, mask model.GPUMask, milli int, cpu, mem int64) {
+	ix.changes++
+	ix.unlink(i)
+	ix.addShare(i, mask, milli)
+	ns := &ix.nodes[i]
+	ns.cpu -= cpu
+	ns.mem -= mem
+	ix.link(i)
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, true, milli})
+}
+
+// releaseShare gives back what assignShare took; the GPU is whole-free
+// again when its last share leaves.
+func (ix *Index) releaseShare(i int, mask model.GPUMask, milli int, cpu, mem int64) {
+	ix.changes++
+	ix.unlink(i)
+	ns := &ix.nodes[i]
+	if used := ix.shared[i]; used != nil {
+		g := gpuOf(mask)
+		if g < len(used) && used[g] > 0 {
+			used[g] -= milli
+			if used[g] <= 0 {
+				used[g] = 0
+				ns.free |= mask & ns.usable
+				ns.addShape(1, -1)
+			}
+		}
+	}
+	ns.cpu += cpu
+	ns.mem += mem
+	ix.link(i)
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, false, milli})
+}
+
+// SetMix sets the demand mix the share placer measures against.
+func (ix *Index) SetMix(m ShareMix) { ix.mix = m }
+
+// shareNode is node i as the share placer sees it.
+func (ix *Index) shareNode(i int, buf []int) ShareNode {
+	ns := &ix.nodes[i]
+	free := buf[:ns.node.GPUs]
+	for g := range free {
+		free[g] = ix.freeMilli(i, model.GPUMask(1)<<uint(g))
+	}
+	return ShareNode{Model: ns.node.Model, CPUFree: ns.cpu, MemFree: ns.mem, Free: free}
+}
+
+// placeShared places a share of one GPU in the sharing pool, where the
+// share placer (ShareScore) picks the node and the GPU.
+func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
+	pool := pools.SharingPool()
+	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: 1, GPUMilli: req.GPUMilli, Models: req.Models}
+	mix := ix.mix
+	if len(mix) == 0 {
+		mix = ShareMix{{CPUMilli: sreq.CPUMilli, MemoryMiB: sreq.MemoryMiB, GPUs: 1, GPUMilli: sreq.GPUMilli, Models: sreq.Models, P: 1}}
+	}
+	var buf [model.MaxGPUsPerNode]int
+	best, bestGPU, members, most := -1, -1, 0, 0
+	mostAt := ""
+	var bestScore float64
+	for i := range ix.nodes {
+		ns := &ix.nodes[i]
+		if ns.node.Pool != pool || !ns.eligible || opts.exclude[i] {
+			continue
+		}
+		members++
+		n := ix.shareNode(i, buf[:])
+		if !req.AcceptsModel(n.Model) {
+			continue
+		}
+		for g, f := range n.Free {
+			if f > most && n.CPUFree >= sreq.CPUMilli && n.MemFree >= sreq.MemoryMiB {
+				most, mostAt = f, fmt.Sprintf("%s GPU %d", ns.node.ID, g)
+			}
+		}
+		if !ShareFits(n, sreq) {
+			continue
+		}
+		sc, g := ShareScore(n, sreq, mix)
+		if best < 0 || sc > bestScore {
+			best, bestGPU, bestScore = i, g, sc
+		}
+	}
+	if best < 0 {
+		if members == 0 {
+			return Placement{}, &Reason{Code: ReasonUnschedulable, Constraint: "pool",
+				Message: fmt.Sprintf("needs %d milli of one GPU in the sharing pool %q, which has no schedulable node (agents join it with --pool %s)", req.GPUMilli, pool, pool)}
+		}
+		return Placement{}, &Reason{Code: ReasonUnschedulable, Constraint: "gpu_milli", BestAt: mostAt,
+			Message: fmt.Sprintf("needs %d milli of one GPU in the sharing pool %q; the most free on one GPU there (with the cpu and memory asked) is %d%s",
+				req.GPUMilli, pool, most, at(mostAt))}
+	}
+	mask := model.GPUMask(1) << uint(bestGPU)
+	ix.assignShare(best, mask, req.GPUMilli, req.CPUMilli, req.MemoryMiB)
+	return Placement{Pool: pool, Parts: []Part{{Node: ix.nodes[best].node.ID, GPUs: mask, GPUMilli: req.GPUMilli,
+		CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB}}}, nil
+}
+
+func at(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// shareMix is the demand of the sharing pool as the table has it: every
+// share running or wanted, and the one-GPU jobs and replicas beside them.
+// Nil when nothing asks for a share (the placer then needs no mix).
+func shareMix(s *State) ShareMix {
+	frac := false
+	for i := range s.Jobs {
+		frac = frac || s.Jobs[i].Shape.Fraction() && !s.Jobs[i].State.Terminal()
+	}
+	for i := range s.Deployments {
+		frac = frac || s.Deployments[i].ReplicaShape.Fraction()
+	}
+	if !frac {
+		return nil
+	}
+	var reqs []ShareRequest
+	add := func(sh model.Shape) {
+		if sh.GPUs != 1 || sh.Topology != model.TopologyNode {
+			return
+		}
+		milli := sh.GPUMilli
+		if milli == 0 {
+			milli = 1000
+		}
+		reqs = append(reqs, ShareRequest{CPUMilli: sh.CPUMilli, MemoryMiB: sh.MemoryMiB, GPUs: 1, GPUMilli: milli, Models: sh.Models})
+	}
+	for i := range s.Jobs {
+		if !s.Jobs[i].State.Terminal() {
+			add(s.Jobs[i].Shape)
+		}
+	}
+	for i := range s.Deployments {
+		for range max(s.Deployments[i].Target(), 1) {
+			add(s.Deployments[i].ReplicaShape)
+		}
+	}
+	return MixOf(reqs)
+}
