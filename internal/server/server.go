@@ -245,10 +245,21 @@ func (s *Server) Lead(ctx context.Context, ttl time.Duration, onBootstrap func(s
 		for i := 0; i < 100 && !s.ctl.Leading(); i++ {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if secret, err := s.bootstrap(ctx); err != nil {
-			s.log.Error("bootstrap token", "err", err)
-		} else if secret != "" && onBootstrap != nil {
-			onBootstrap(secret)
+		// The first admin token must not be lost to a transient etcd
+		// error (a raft election under way): retry while etcd is busy.
+		for attempt := 0; ; attempt++ {
+			secret, err := s.bootstrap(ctx)
+			if err == nil {
+				if secret != "" && onBootstrap != nil {
+					onBootstrap(secret)
+				}
+				break
+			}
+			if !store.Unavailable(err) || attempt == 50 || ctx.Err() != nil {
+				s.log.Error("bootstrap token", "err", err)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		err = <-done
 		cancel()

@@ -54,7 +54,9 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 		sess.Close()
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
-	go s.shedRaftLeadership(ctx)
+	// Before the first write: a leader transfer drops the proposals in
+	// flight.
+	s.shedRaftLeadership(ctx)
 	return &Leadership{s: s, session: sess, election: el, key: el.Key(), fence: el.Rev(), id: id}, nil
 }
 

@@ -234,5 +234,8 @@ func Unavailable(err error) bool {
 		errors.Is(err, rpctypes.ErrLeaderChanged), errors.Is(err, rpctypes.ErrGRPCNoLeader):
 		return true
 	}
+	if strings.Contains(err.Error(), "raft proposal dropped") {
+		return true // a leader transfer or election under way: no gRPC code for it
+	}
 	return status.Code(errors.Unwrap(err)) == codes.Unavailable || status.Code(err) == codes.Unavailable
 }
