@@ -532,7 +532,7 @@ checkpoint:
 	var big string
 	t.Run("job ls", func(t *testing.T) {
 		if a == "" || b == "" || c == "" || y == "" {
-			t.Skip("needs the submitted jobs")
+			t.Fatal("an earlier subtest did not submit the jobs this one needs")
 		}
 		// 22 of 24 GPUs run; no node has 8 free.
 		big = submitted(t, s.mustCLI(t, "job", "submit", "--name", "big", "--team", "t", "--gpus", "8"))
@@ -641,7 +641,7 @@ checkpoint:
 
 	t.Run("job show and cancel", func(t *testing.T) {
 		if a == "" || big == "" {
-			t.Skip("needs the submitted jobs")
+			t.Fatal("an earlier subtest did not submit the jobs this one needs")
 		}
 		out := s.mustCLI(t, "job", "show", a)
 		ja := s.job(t, a)

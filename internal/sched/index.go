@@ -341,7 +341,7 @@ func (ix *Index) Commit() { ix.journal = ix.journal[:0] }
 func (ix *Index) Assign(a model.Allocation) bool {
 	i, ok := ix.byID[a.NodeID]
 	if ok && a.GPUMilli > 0 {
-		if ix.freeMilli(i, a.GPUs) < a.GPUMilli {
+		if a.GPUs.Count() != 1 || ix.freeMilli(i, a.GPUs) < a.GPUMilli {
 			return false
 		}
 		ix.assignShare(i, a.GPUs, a.GPUMilli, a.CPUMilli, a.MemoryMiB)

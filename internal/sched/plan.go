@@ -111,7 +111,7 @@ func PlanOn(ix *Index, s State, now time.Time) Decision {
 	for _, r := range p.reservations {
 		p.d.Reservations = append(p.d.Reservations, *r)
 	}
-	p.d.Topology = p.ix.Summary(false) // as decided: binds and holds in
+	p.d.Topology = p.ix.SummaryWith(false, p.cfg.Pools.SharingPool()) // as decided: binds and holds in
 	return p.d
 }
 
@@ -239,12 +239,13 @@ type shapeID struct {
 	topo, kind  byte
 	preemptible bool
 	gpus        int32
+	milli       int32 // a share of one GPU: places nothing like whole GPUs
 	cpu, mem    int64
 	models      string
 }
 
 func shapeKey(r *model.Request) shapeID {
-	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible}
+	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), milli: int32(r.GPUMilli), cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible}
 	if len(r.Models) > 0 {
 		id.models = strings.Join(r.Models, "|")
 	}

@@ -1110,19 +1110,11 @@ func TestWholeGPUs(t *testing.T) {
 
 // --- Bugs found while writing these tests --------------------------------
 
-// knownBug skips a test that shows a bug not yet fixed; delete the call
-// once it is.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	t.Skip("known bug, not yet fixed: " + what)
-}
-
 // The training pass caches a failed placement by shapeKey while the index
 // is unchanged; the key leaves out gpu_milli, so a share that does not fit
 // makes every later job of the same gpus/cpu/memory pend unseen, whole or
 // share, and a whole-GPU failure does the same to shares.
 func TestPlanNoFitCacheKnowsGPUMilli(t *testing.T) {
-	knownBug(t, "plan.go shapeKey leaves out GPUMilli")
 	held := model.Allocation{ID: "r/n000", NodeID: "n000", GPUs: model.MaskOf(0), GPUMilli: 500,
 		OwnerKind: model.OwnerTraining, OwnerID: "r"}
 	running := model.Job{ID: "r", Shape: model.Shape{GPUs: 1, GPUMilli: 500, Topology: model.TopologyNode}, State: model.JobRunning}
@@ -1153,7 +1145,6 @@ func TestPlanNoFitCacheKnowsGPUMilli(t *testing.T) {
 // Decision.Topology is the index's summary as decided; with the sharing
 // pool renamed its largest share must still be measured there.
 func TestPlanTopologyUsesTheSharingPool(t *testing.T) {
-	knownBug(t, "plan.go PlanOn summarises with Summary, which assumes the pool is named sharing")
 	s := State{Nodes: shareFleet("notebooks", 0, 1, 8), Config: Config{Pools: Pools{Sharing: "notebooks"}},
 		Jobs: []model.Job{fracJob("a", 300, 1, 0, 1)}}
 	d := Plan(s, shareNow)
