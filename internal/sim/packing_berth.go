@@ -25,8 +25,7 @@ func shareRequest(p PackPod) sched.ShareRequest {
 }
 
 func (b *berthScorer) score(s *packState, n int, p PackPod) (float64, int) {
-	nd := s.nodes[n]
-	node := sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]}
+	node := s.view(n)
 	if b.state != s {
 		b.state, b.ver, b.before = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
 	}

@@ -69,7 +69,7 @@ func packingPolicy(name string, pods []PackPod) (packPolicy, error) {
 	case "best-fit":
 		return bestFitPolicy{}, nil
 	case "fgd":
-		return &cached{sc: fgdScorer{typicalPods(pods)}}, nil
+		return &cached{sc: fgdScorer{fgdMix(pods)}}, nil
 	case "berth":
 		return &cached{sc: newBerthScorer(pods)}, nil
 	}

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"math/rand"
-	"slices"
 	"strings"
+
+	"github.com/berthsched/berth/internal/sched"
 )
 
 // packState is the cluster during one packing run.
@@ -45,38 +46,15 @@ func newPackState(nodes []PackNode, seed int64) *packState {
 	return s
 }
 
-func modelOK(models []string, model string) bool {
-	return len(models) == 0 || slices.Contains(models, model)
+// view is node n as the share placer sees it.
+func (s *packState) view(n int) sched.ShareNode {
+	nd := s.nodes[n]
+	return sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]}
 }
 
-// fits reports whether pod p fits node n as it is.
-func (s *packState) fits(n int, p PackPod) bool {
-	nd := s.nodes[n]
-	if s.cpuUsed[n]+p.CPUMilli > nd.CPUMilli || s.memUsed[n]+p.MemoryMiB > nd.MemoryMiB {
-		return false
-	}
-	if p.NumGPU == 0 {
-		return true
-	}
-	if !modelOK(p.Models, nd.Model) {
-		return false
-	}
-	if p.Sharing() {
-		for _, f := range s.free[n] {
-			if f >= p.GPUMilli {
-				return true
-			}
-		}
-		return false
-	}
-	whole := 0
-	for _, f := range s.free[n] {
-		if f == 1000 {
-			whole++
-		}
-	}
-	return whole >= p.NumGPU
-}
+// fits reports whether pod p fits node n as it is: the experiment's
+// feasibility test is the product's (sched.ShareFits).
+func (s *packState) fits(n int, p PackPod) bool { return sched.ShareFits(s.view(n), shareRequest(p)) }
 
 // wholeGPUs are the lowest-index fully free GPUs a multi-GPU pod takes.
 func (s *packState) wholeGPUs(n, k int) []int {
