@@ -143,20 +143,8 @@ func countSet(cmd *cobra.Command, names ...string) int {
 
 func newJobLsCmd(conn *connFlags) *cobra.Command {
 	var team, state string
-	var out outFlag
-	cmd := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List jobs, like squeue: id, team, GPUs, topology, state, age and why pending",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			c, err := conn.client()
-			if err != nil {
-				return err
-			}
+	cmd := simple(conn, "ls", "List jobs, like squeue: id, team, GPUs, topology, state, age and why pending", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string, do clientDo) (any, func(*tabwriter.Writer), error) {
 			q := url.Values{}
 			if team != "" {
 				q.Set("team", team)
@@ -165,10 +153,10 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 				q.Set("state", state)
 			}
 			var list api.JobList
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &list); err != nil {
-				return err
+			if err := do(cmd.Context(), http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &list); err != nil {
+				return nil, nil, err
 			}
-			return out.print(cmd.OutOrStdout(), list, func(tw *tabwriter.Writer) {
+			return list, func(tw *tabwriter.Writer) {
 				fmt.Fprintln(tw, "ID\tNAME\tTEAM\tGPUS\tTOPOLOGY\tSTATE\tAGE\tWHERE / WHY PENDING")
 				for _, j := range list.Jobs {
 					where := ""
@@ -188,34 +176,22 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), dash(j.Team), gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology, j.State, age(since), dash(where))
 				}
-			})
-		},
-	}
+			}, nil
+		})
+	cmd.Aliases = []string{"list"}
 	cmd.Flags().StringVar(&team, "team", "", "only this team's jobs")
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running, completed, failed, cancelled")
-	out.add(cmd)
 	return cmd
 }
 
 func newJobShowCmd(conn *connFlags) *cobra.Command {
-	var out outFlag
-	cmd := &cobra.Command{
-		Use:   "show JOB",
-		Short: "Show a job: shape, state, allocations, why pending, effective priority, history",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
-				return err
+	return simple(conn, "show JOB", "Show a job: shape, state, allocations, why pending, effective priority, history", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string, do clientDo) (any, func(*tabwriter.Writer), error) {
+			var j api.Job
+			if err := do(cmd.Context(), http.MethodGet, "/v1/jobs/"+url.PathEscape(args[0]), nil, &j); err != nil {
+				return nil, nil, err
 			}
-			c, err := conn.client()
-			if err != nil {
-				return err
-			}
-			j, err := c.Job(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return out.print(cmd.OutOrStdout(), j, func(tw *tabwriter.Writer) {
+			return j, func(tw *tabwriter.Writer) {
 				fmt.Fprintf(tw, "job\t%s (%s)\n", j.ID, dash(j.Name))
 				fmt.Fprintf(tw, "owner\t%s/%s/%s\n", j.Org, dash(j.Team), dash(j.User))
 				fmt.Fprintf(tw, "shape\t%s GPUs, topology %s\n", gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
@@ -247,11 +223,8 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 				for _, e := range j.History {
 					fmt.Fprintf(tw, "  %s\t%s %s\n", e.At.Local().Format("15:04:05"), e.Event, e.Detail)
 				}
-			})
-		},
-	}
-	out.add(cmd)
-	return cmd
+			}, nil
+		})
 }
 
 func newJobCancelCmd(conn *connFlags) *cobra.Command {
