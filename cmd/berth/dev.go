@@ -45,7 +45,7 @@ be preempted after 1 minute (10 in production).`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "starting berth: %d nodes × %d GPUs in %d pods, state in %s\n", cfg.Nodes, cfg.GPUsPerNode, cfg.Pods, cfg.DataDir)
+			fmt.Fprintf(out, "starting berth: %d nodes × %d GPUs in %d pods (%d in the sharing pool), state in %s\n", cfg.Nodes, cfg.GPUsPerNode, cfg.Pods, cfg.SharingNodes, cfg.DataDir)
 			s, err := devstack.Start(ctx, cfg)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -83,6 +83,7 @@ Ctrl-C stops it; state stays in %s.
 	f.IntVar(&cfg.Pods, "pods", 2, "pods (leaf switches) the nodes are spread over")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "GPUs per node (1-64)")
 	f.StringVar(&cfg.Model, "model", "H100", "GPU model of the fake fleet")
+	f.IntVar(&cfg.SharingNodes, "sharing-nodes", 2, "the last nodes form the sharing pool, where jobs may ask for a share of a GPU (--gpu-milli)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address the server (API and dashboard) listens on")
 	f.StringVar(&cfg.DataDir, "data-dir", filepath.Join(defaultDataDir(), "dev"), "where the table, agents' state and logs live")
 	f.DurationVar(&cfg.Interval, "heartbeat-interval", time.Second, "agents' heartbeat interval")

@@ -28,6 +28,9 @@ type Config struct {
 	Nodes, Pods int
 	GPUsPerNode int
 	Model       string
+	// SharingNodes are the last nodes of the fleet, put in the sharing
+	// pool, where jobs may ask for a share of a GPU (gpu_milli).
+	SharingNodes int
 	// Interval is the heartbeat interval, for server and agents.
 	Interval time.Duration
 	// Sched overrides the scheduling config (dev compresses time).
@@ -48,6 +51,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--gpus-per-node: %d: expected 1 to %d", c.GPUsPerNode, model.MaxGPUsPerNode)
 	case c.DataDir == "":
 		return errors.New("--data-dir: required")
+	case c.SharingNodes < 0 || c.SharingNodes > c.Nodes:
+		return fmt.Errorf("--sharing-nodes: %d: expected 0 to --nodes (%d)", c.SharingNodes, c.Nodes)
 	}
 	return nil
 }
@@ -124,7 +129,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	for i := range cfg.Nodes {
 		id := fmt.Sprintf("n%03d", i)
 		pod := fmt.Sprintf("pod-%c", 'a'+rune(i/perPod%26))
-		if err := s.startAgent(ctx, actx, id, pod); err != nil {
+		pool := ""
+		if i >= cfg.Nodes-cfg.SharingNodes {
+			pool = "sharing"
+		}
+		if err := s.startAgent(ctx, actx, id, pod, pool); err != nil {
 			return fail(err)
 		}
 	}
@@ -138,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 // startAgent runs one node's agent with its own token (kept in its state
 // dir, so a restart reuses it).
-func (s *Stack) startAgent(ctx, actx context.Context, id, pod string) error {
+func (s *Stack) startAgent(ctx, actx context.Context, id, pod, pool string) error {
 	state := filepath.Join(s.cfg.DataDir, "agents", id)
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return err
@@ -162,7 +171,7 @@ func (s *Stack) startAgent(ctx, actx context.Context, id, pod string) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(agent.Config{Servers: []string{s.Addr}, Token: tok, NodeID: id, Pod: pod, StateDir: state, Backend: b,
+	a, err := agent.New(agent.Config{Servers: []string{s.Addr}, Token: tok, NodeID: id, Pod: pod, Pool: pool, StateDir: state, Backend: b,
 		Interval: s.cfg.Interval, CPUMilli: int64(s.cfg.GPUsPerNode) * 16000, MemoryMiB: int64(s.cfg.GPUsPerNode) * 256 * 1024,
 		OrphanGrace: 5 * time.Second, Logger: s.cfg.Logger.With("agent", id)})
 	if err != nil {
