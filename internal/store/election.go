@@ -54,9 +54,10 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 		sess.Close()
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
-	// Before the first write: a leader transfer drops the proposals in
-	// flight.
-	s.shedRaftLeadership(ctx)
+	// In the background: waiting for the transfer would delay the new
+	// leader by as long. The transfer drops proposals in flight; writers
+	// retry those (store.Unavailable), the first admin token included.
+	go s.shedRaftLeadership(ctx)
 	return &Leadership{s: s, session: sess, election: el, key: el.Key(), fence: el.Rev(), id: id}, nil
 }
 
