@@ -30,8 +30,9 @@ type Topology struct {
 	FreeGPUs         int            `json:"free_gpus"`
 	AllocatedGPUs    int            `json:"allocated_gpus"`
 	TotalGPUs        int            `json:"total_gpus"`
-	// Fragmentation is the share of free GPUs no whole-node request of
-	// FragTarget GPUs can use.
+	// Fragmentation is the share of free capacity no whole-node request of
+	// FragTarget GPUs can use; milli left on shared GPUs counts as free
+	// and as fragmented.
 	Fragmentation  float64   `json:"fragmentation"`
 	FragmentedGPUs int       `json:"fragmented_gpus"`
 	FragTarget     int       `json:"frag_target"`

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -71,17 +72,39 @@ type cluster struct {
 	mu      sync.Mutex
 }
 
+// freePort picks a port outside the kernel's ephemeral range (where every
+// other test's ":0" listener lands) that is free right now. A server
+// process binds it later, so a collision is still possible; newCluster
+// starts over when a member fails to come up.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port")
+	return ""
 }
 
 func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryCluster(t)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 {
+			t.Fatalf("cluster: %v", err)
+		}
+		t.Logf("cluster attempt %d: %v; starting over", attempt, err)
+	}
+}
+
+// tryCluster starts three members; an error means one did not come up.
+func tryCluster(t *testing.T) (*cluster, error) {
 	t.Helper()
 	c := &cluster{t: t}
 	root := t.TempDir()
@@ -94,6 +117,31 @@ func newCluster(t *testing.T) *cluster {
 	}
 	for _, m := range c.members {
 		c.start(m, strings.Join(initial, ","))
+	}
+	// Every member up: its process alive and its API answering.
+	deadline := time.Now().Add(60 * time.Second)
+	for _, m := range c.members {
+		for {
+			select {
+			case <-m.done:
+				b, _ := os.ReadFile(filepath.Join(m.dir, "server.log"))
+				for _, o := range c.members {
+					c.kill(o)
+				}
+				return nil, fmt.Errorf("%s exited at start: %s", m.name, strings.TrimSpace(string(b)))
+			default:
+			}
+			if st, _, _, err := request(m.api, "", http.MethodGet, "/healthz", nil); err == nil && st == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				for _, o := range c.members {
+					c.kill(o)
+				}
+				return nil, fmt.Errorf("%s did not answer within 60 s", m.name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	t.Cleanup(func() {
 		for _, m := range c.members {
@@ -125,7 +173,7 @@ func newCluster(t *testing.T) *cluster {
 		return fmt.Errorf("no admin.token yet")
 	})
 	c.waitLeader(nil, 30*time.Second)
-	return c
+	return c, nil
 }
 
 func (c *cluster) start(m *member, initial string) {

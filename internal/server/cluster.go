@@ -54,8 +54,11 @@ func (s *Server) Topology() api.Topology {
 		}
 		t.AllocatedGPUs += a.GPUs.Count()
 	}
-	if t.FreeGPUs > 0 {
-		t.Fragmentation = float64(t.FragmentedGPUs) / float64(t.FreeGPUs)
+	// Milli left on shared GPUs is free capacity no whole-GPU request can
+	// use: it counts as free and as fragmented.
+	sharedFree := float64(t.SharedFreeMilli) / 1000
+	if free := float64(t.FreeGPUs) + sharedFree; free > 0 {
+		t.Fragmentation = (float64(t.FragmentedGPUs) + sharedFree) / free
 	}
 	for _, p := range sum.Pods {
 		t.Pods = append(t.Pods, api.PodFree(p))
