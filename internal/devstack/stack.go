@@ -207,10 +207,6 @@ func (s *Stack) registered() bool {
 	return len(agents) > 0
 }
 
-// InjectFile is where a node's fake GPU takes faults.
-func (s *Stack) InjectFile(node string) string {
-	return filepath.Join(s.cfg.DataDir, "agents", node, "inject")
-}
 
 // URL is the dashboard, with the admin token in the fragment (never sent
 // to the server in a request line or a log).
