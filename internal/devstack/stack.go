@@ -207,7 +207,6 @@ func (s *Stack) registered() bool {
 	return len(agents) > 0
 }
 
-
 // URL is the dashboard, with the admin token in the fragment (never sent
 // to the server in a request line or a log).
 func (s *Stack) URL() string { return "http://" + s.Addr + "/#token=" + s.Admin }
