@@ -513,3 +513,17 @@ func (c *cluster) tokenFor(role string) string {
 	})
 	return tok.Secret
 }
+
+// steady is a cluster with two agents and one real workload running: the
+// work a fault must not disturb.
+func steady(t *testing.T) (*cluster, *fleet, api.JobAccepted, model.Allocation, int) {
+	t.Helper()
+	c := newCluster(t)
+	f := c.startFleet("n1", "n2")
+	acc, err := c.submit(longJob("steady", 4), "steady", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, pid := c.running(f, acc.JobID)
+	return c, f, acc, alloc, pid
+}

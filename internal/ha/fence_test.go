@@ -19,13 +19,7 @@ import (
 // old fence: each is refused or reaches the new leader. The agents never
 // act on a lower fence and their work keeps running.
 func TestPausedLeaderIsFenced(t *testing.T) {
-	c := newCluster(t)
-	f := c.startFleet("n1", "n2")
-	acc, err := c.submit(longJob("steady", 4), "steady", 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alloc, pid := c.running(f, acc.JobID)
+	c, f, acc, alloc, pid := steady(t)
 	old, oldFence, _ := c.waitLeader(nil, 30*time.Second)
 	probe := c.tokenFor("agent:probe")
 

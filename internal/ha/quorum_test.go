@@ -16,13 +16,7 @@ import (
 // with two gone, writes stop with an error that says why, running work
 // carries on, and once the members return nothing is lost or corrupt.
 func TestQuorumLoss(t *testing.T) {
-	c := newCluster(t)
-	f := c.startFleet("n1", "n2")
-	acc, err := c.submit(longJob("steady", 4), "steady", 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alloc, pid := c.running(f, acc.JobID)
+	c, f, acc, alloc, pid := steady(t)
 	leader, _, _ := c.waitLeader(nil, 30*time.Second)
 	var followers []*member
 	for _, m := range c.members {
