@@ -892,17 +892,23 @@ func TestMixOf(t *testing.T) {
 	add(4, ShareRequest{GPUs: 2, GPUMilli: 1000})
 	add(15, ShareRequest{GPUs: 1, GPUMilli: 1000, Models: []string{"A100"}})
 	add(1, ShareRequest{GPUs: 1, GPUMilli: 100})
-	mix := MixOf(reqs)
-	want := ShareMix{
+	approx := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
+	typical := ShareMix{
 		{CPUMilli: 1000, MemoryMiB: 200, GPUs: 1, GPUMilli: 250, P: 50.0 / 95},
 		{MemoryMiB: 200, GPUs: 1, GPUMilli: 500, P: 30.0 / 95},
 		{MemoryMiB: 193, GPUs: 1, GPUMilli: 1000, Models: []string{"A100"}, P: 15.0 / 95}, // (8×100 + 7×300) / 15
 	}
-	if diff := cmp.Diff(want, mix, cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })); diff != "" {
+	if diff := cmp.Diff(typical, TypicalMix(reqs), approx); diff != "" {
+		t.Fatalf("typical mix (-want +got):\n%s", diff)
+	}
+	// The 2-GPU type is 4% of requests, outside the 95%: MixOf keeps it at
+	// its share of all requests. The 100-milli share stays out.
+	want := append(slices.Clone(typical), ShareType{MemoryMiB: 200, GPUs: 2, GPUMilli: 1000, P: 4.0 / 100})
+	if diff := cmp.Diff(want, MixOf(reqs), approx); diff != "" {
 		t.Fatalf("mix (-want +got):\n%s", diff)
 	}
-	if MixOf(nil) != nil {
-		t.Fatalf("MixOf(nil) = %+v, want nil", MixOf(nil))
+	if MixOf(nil) != nil || TypicalMix(nil) != nil {
+		t.Fatalf("MixOf(nil) = %+v, TypicalMix(nil) = %+v, want nil", MixOf(nil), TypicalMix(nil))
 	}
 }
 
@@ -918,7 +924,26 @@ func TestMixOfProperties(t *testing.T) {
 				reqs[i].Models = []string{"A100"}
 			}
 		}
-		mix := MixOf(reqs)
+		mix := TypicalMix(reqs)
+		// MixOf is the typical mix and then every other multi-GPU type.
+		full := MixOf(reqs)
+		if !slices.EqualFunc(full[:len(mix)], mix, func(a, b ShareType) bool { return cmp.Equal(a, b) }) {
+			t.Fatalf("MixOf does not start with the typical mix: %+v, typical %+v", full, mix)
+		}
+		for _, m := range full[len(mix):] {
+			if m.GPUs < 2 {
+				t.Fatalf("MixOf adds %+v beyond the typical mix: only multi-GPU types belong there", m)
+			}
+			c := 0
+			for _, r := range reqs {
+				if r.CPUMilli == m.CPUMilli && r.GPUs == m.GPUs && r.GPUMilli == m.GPUMilli && slices.Equal(r.Models, m.Models) {
+					c++
+				}
+			}
+			if math.Abs(m.P-float64(c)/float64(n)) > 1e-9 {
+				t.Fatalf("added type %+v: P %v, want %d/%d", m, m.P, c, n)
+			}
+		}
 		counts := make([]int, len(mix))
 		covered, sum := 0, 0.0
 		for i, m := range mix {
@@ -996,6 +1021,66 @@ func TestFragmentation(t *testing.T) {
 	}
 }
 
+func TestStranded(t *testing.T) {
+	node := func(cpu, mem int64, free ...int) ShareNode {
+		return ShareNode{Model: "H100", CPUFree: cpu, MemFree: mem, Free: free}
+	}
+	eight := []int{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}
+	tests := []struct {
+		name string
+		mix  ShareMix
+		n    ShareNode
+		want float64
+	}{
+		{"GPU-bound: nothing stranded", ShareMix{{CPUMilli: 8000, GPUs: 1, GPUMilli: 1000, P: 1}}, node(96000, 1<<20, eight...), 0},
+		// 96 cores hold six 16-core requests: two GPUs stranded.
+		{"CPU-bound", ShareMix{{CPUMilli: 16000, GPUs: 1, GPUMilli: 1000, P: 1}}, node(96000, 1<<20, eight...), 2000},
+		// CPU counts continuously: 100 cores hold 6.25 requests.
+		{"CPU counts in fractions", ShareMix{{CPUMilli: 16000, GPUs: 1, GPUMilli: 1000, P: 1}}, node(100000, 1<<20, eight...), 1750},
+		// Memory counts whole requests: 250 MiB hold two.
+		{"memory counts whole requests", ShareMix{{MemoryMiB: 100, GPUs: 1, GPUMilli: 1000, P: 1}}, node(0, 250, eight...), 6000},
+		// 700 free holds two 300 shares; 100 of each such GPU is left over.
+		{"share remainders", ShareMix{{GPUs: 1, GPUMilli: 300, P: 1}}, node(0, 0, 700, 700, 200), 400},
+		{"whole GPUs only count whole", ShareMix{{GPUs: 2, GPUMilli: 1000, P: 1}}, node(0, 0, 1000, 1000, 1000, 500), 1500},
+		{"wrong model strands everything", ShareMix{{GPUs: 1, GPUMilli: 300, Models: []string{"A100"}, P: 1}}, node(0, 0, 1000, 700), 1700},
+		{"CPU-only types strand nothing themselves", ShareMix{{CPUMilli: 1000, P: 1}}, node(0, 0, 1000), 0},
+		{"no CPU left", ShareMix{{CPUMilli: 1000, GPUs: 1, GPUMilli: 300, P: 1}}, node(500, 1<<20, 1000), 1000 - 0.5*300},
+		{"weighted", ShareMix{{CPUMilli: 16000, GPUs: 1, GPUMilli: 1000, P: 0.5}, {GPUs: 1, GPUMilli: 300, P: 0.5}},
+			node(96000, 1<<20, eight...), 0.5*2000 + 0.5*(8*100)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.mix.Stranded(tt.n); math.Abs(got-tt.want) > 1e-9 {
+				t.Fatalf("Stranded = %v, want %v", got, tt.want)
+			}
+			want := tt.mix.Fragmentation(tt.n) + strandWeight*tt.want
+			if got := tt.mix.Cost(tt.n); math.Abs(got-want) > 1e-9 {
+				t.Fatalf("Cost = %v, want Fragmentation + %v × Stranded = %v", got, strandWeight, want)
+			}
+		})
+	}
+}
+
+// The stranding term is what moves CPU-heavy work to CPU-rich nodes: the
+// same 1-GPU, 32-core request scores higher on a node with cores to spare
+// than on one whose cores are already short of its GPUs.
+func TestShareScoreSteersByCPU(t *testing.T) {
+	mix := ShareMix{{CPUMilli: 12000, GPUs: 1, GPUMilli: 1000, P: 1}}
+	poor := ShareNode{Model: "H100", CPUFree: 96000, MemFree: 1 << 20, Free: []int{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}}
+	rich := ShareNode{Model: "H100", CPUFree: 104000, MemFree: 1 << 20, Free: []int{1000, 1000}}
+	heavy := ShareRequest{CPUMilli: 32000, GPUs: 1, GPUMilli: 1000}
+	light := ShareRequest{CPUMilli: 4000, GPUs: 1, GPUMilli: 1000}
+	hp, _ := ShareScore(poor, heavy, mix)
+	hr, _ := ShareScore(rich, heavy, mix)
+	if hp >= hr {
+		t.Fatalf("a 32-core request scores %v on 8 GPUs/96 cores and %v on 2 GPUs/104 cores: want the CPU-rich node", hp, hr)
+	}
+	lp, _ := ShareScore(poor, light, mix)
+	if lp <= hp {
+		t.Fatalf("on the CPU-poor node a 4-core request scores %v and a 32-core one %v: want the lighter one higher", lp, hp)
+	}
+}
+
 func TestShareFits(t *testing.T) {
 	n := ShareNode{Model: "H100", CPUFree: 1000, MemFree: 100, Free: []int{1000, 600, 0}}
 	tests := []struct {
@@ -1054,7 +1139,7 @@ func TestShareScore(t *testing.T) {
 			if !slices.Equal(n.Free, orig) {
 				t.Fatalf("ShareScore changed the node's free list: %v, was %v", n.Free, orig)
 			}
-			sc2, g2 := ShareScoreFrom(n, tt.r, tt.mix, tt.mix.Fragmentation(n))
+			sc2, g2 := ShareScoreFrom(n, tt.r, tt.mix, tt.mix.Cost(n))
 			if sc2 != sc || g2 != g {
 				t.Fatalf("ShareScoreFrom = %v, %d; ShareScore = %v, %d", sc2, g2, sc, g)
 			}
@@ -1070,8 +1155,8 @@ func TestShareScore(t *testing.T) {
 				chosen := slices.Clone(tt.free)
 				alt.Free[other] -= tt.r.GPUMilli
 				chosen[g] -= tt.r.GPUMilli
-				fa := tt.mix.Fragmentation(alt)
-				fc := tt.mix.Fragmentation(ShareNode{Model: n.Model, CPUFree: n.CPUFree, MemFree: n.MemFree, Free: chosen})
+				fa := tt.mix.Cost(alt)
+				fc := tt.mix.Cost(ShareNode{Model: n.Model, CPUFree: n.CPUFree, MemFree: n.MemFree, Free: chosen})
 				if fa < fc {
 					t.Fatalf("GPU %d leaves fragmentation %v, chosen GPU %d leaves %v", other, fa, g, fc)
 				}

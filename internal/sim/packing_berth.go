@@ -30,7 +30,7 @@ func (b *berthScorer) score(s *packState, n int, p PackPod) (float64, int) {
 		b.state, b.ver, b.before = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
 	}
 	if b.ver[n] != s.version[n]+1 {
-		b.ver[n], b.before[n] = s.version[n]+1, b.mix.Fragmentation(node)
+		b.ver[n], b.before[n] = s.version[n]+1, b.mix.Cost(node)
 	}
 	return sched.ShareScoreFrom(node, shareRequest(p), b.mix, b.before[n])
 }

@@ -7,14 +7,14 @@ import (
 )
 
 // fgdMix is FGD's "typical pods": the trace's most frequent task types up
-// to 95% of tasks, as sched.MixOf counts them, with memory left out, as
-// FGD leaves it out of fragmentation.
+// to 95% of tasks (sched.TypicalMix), with memory left out, as FGD leaves
+// it out of fragmentation.
 func fgdMix(pods []PackPod) sched.ShareMix {
 	reqs := make([]sched.ShareRequest, len(pods))
 	for i, p := range pods {
 		reqs[i] = shareRequest(p)
 	}
-	mix := sched.MixOf(reqs)
+	mix := sched.TypicalMix(reqs)
 	for i := range mix {
 		mix[i].MemoryMiB = 0
 	}

@@ -194,3 +194,35 @@ func TestBerthUsesTheProductScorer(t *testing.T) {
 		}
 	}
 }
+
+// TestShareFloor: the floor packs the fractions arrived by 100% offline,
+// largest first, each on the GPU it fits tightest.
+func TestShareFloor(t *testing.T) {
+	share := func(m int) PackPod { return PackPod{NumGPU: 1, GPUMilli: m} }
+	whole := func(k int) PackPod { return PackPod{NumGPU: k, GPUMilli: 1000} }
+	nodes := []PackNode{{GPUs: 4}, {GPUs: 6}} // 10,000 milli
+	tests := []struct {
+		name string
+		list []PackPod
+		want float64 // milli left on shared GPUs
+	}{
+		{"nothing shared", []PackPod{whole(8), whole(2)}, 0},
+		// 810 and 160 share a GPU (30 left); the other 810 leaves 190.
+		{"small ones fill the gaps", []PackPod{share(160), share(810), share(810)}, 30 + 190},
+		// Decreasing order: 600 and 400 share one GPU, 500 and 500 another.
+		{"pairs that fill a GPU", []PackPod{share(500), share(400), share(500), share(600)}, 0},
+		// Largest first, tightest GPU: 350 fills the 650's GPU exactly
+		// (first fit would put it beside the 600), 300 goes beside the 600.
+		{"best fit", []PackPod{share(600), share(650), share(300), share(350)}, 0 + 100},
+		// Only what arrives by 100% counts: the 300 comes after 10,000.
+		{"arrivals after 100% do not count", []PackPod{whole(8), share(500), share(500), whole(1), share(300)}, 0},
+		{"whole GPUs take no part", []PackPod{whole(1), share(700), whole(4)}, 300},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ShareFloor(nodes, tt.list); math.Abs(got-100*tt.want/10000) > 1e-9 {
+				t.Fatalf("ShareFloor = %v%%, want %v%%", got, 100*tt.want/10000)
+			}
+		})
+	}
+}
