@@ -23,6 +23,7 @@ func newAgentCmd() *cobra.Command {
 		tokenFile string
 		fakeGPUs  int
 		fakeModel string
+		fakeMIG   string
 		inject    string
 		cgroups   string
 		logJSON   bool
@@ -81,7 +82,7 @@ one, --fake-gpus N stands in, and faults can be injected with
 			if inject == "" {
 				inject = filepath.Join(cfg.StateDir, "inject")
 			}
-			b, err := openBackend(fakeGPUs, fakeModel, cfg.NodeID, inject, log)
+			b, err := openBackend(fakeGPUs, fakeModel, fakeMIG, cfg.NodeID, inject, log)
 			if err != nil {
 				return err
 			}
@@ -118,17 +119,25 @@ one, --fake-gpus N stands in, and faults can be injected with
 	f.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "delegated cgroup v2 directory (default: the agent's own cgroup)")
 	f.IntVar(&fakeGPUs, "fake-gpus", 0, "no GPUs here: pretend to have this many (for dev, demos and tests)")
 	f.StringVar(&fakeModel, "fake-model", "H100", "model the fake GPUs report")
+	f.StringVar(&fakeMIG, "fake-mig", "", "partition fake GPUs into MIG instances: GPU=SLICES,... per GPU, e.g. 0=3,2,1,1;1=7")
 	f.StringVar(&inject, "fake-inject", "", "file the fake backend takes injected faults from (default <state-dir>/inject)")
 	f.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
-	cmd.AddCommand(newInjectCmd())
+	cmd.AddCommand(newInjectCmd(), newGPUsCmd())
 	return cmd
 }
 
 // openBackend picks NVML, or the fake when asked; without either it
 // refuses, saying which to do.
-func openBackend(fakeGPUs int, fakeModel, node, inject string, log *slog.Logger) (gpu.Backend, error) {
+func openBackend(fakeGPUs int, fakeModel, fakeMIG, node, inject string, log *slog.Logger) (gpu.Backend, error) {
 	if fakeGPUs > 0 {
-		return gpu.NewFake(gpu.FakeConfig{GPUs: fakeGPUs, Model: fakeModel, UUIDPrefix: node + "-", InjectFile: inject, Logger: log})
+		mig, err := gpu.ParseMIGLayout(fakeMIG)
+		if err != nil {
+			return nil, err
+		}
+		return gpu.NewFake(gpu.FakeConfig{GPUs: fakeGPUs, Model: fakeModel, UUIDPrefix: node + "-", InjectFile: inject, MIG: mig, Logger: log})
+	}
+	if fakeMIG != "" {
+		return nil, errors.New("--fake-mig: only with --fake-gpus; real GPUs are partitioned with nvidia-smi mig")
 	}
 	if fakeGPUs < 0 {
 		return nil, fmt.Errorf("--fake-gpus: %d: expected a positive count", fakeGPUs)

@@ -172,3 +172,39 @@ func TestSimPackingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentGPUs: `berth agent gpus` shows the inventory the agent would
+// report, MIG instances included.
+func TestAgentGPUs(t *testing.T) {
+	out, err := run(t, "agent", "gpus", "--fake-gpus", "2", "--fake-model", "H200", "--fake-mig", "0=3,4", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv struct {
+		Backend string `json:"backend"`
+		Model   string `json:"model"`
+		Devices []struct {
+			UUID string `json:"uuid"`
+			MIG  []struct {
+				UUID   string `json:"uuid"`
+				Slices int    `json:"slices"`
+			} `json:"mig"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(out), &inv); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if inv.Backend != "fake" || inv.Model != "H200" || len(inv.Devices) != 2 || len(inv.Devices[0].MIG) != 2 ||
+		inv.Devices[0].MIG[1].Slices != 4 || len(inv.Devices[1].MIG) != 0 {
+		t.Fatalf("inventory %+v: want 2 fake H200s, GPU 0 as 3g+4g", inv)
+	}
+	table, err := run(t, "agent", "gpus", "--fake-gpus", "1", "--fake-mig", "0=7")
+	if err != nil || !strings.Contains(table, "7g.") || !strings.Contains(table, "(1000m)") {
+		t.Fatalf("table: %v\n%s", err, table)
+	}
+	for args, want := range map[string]string{"--fake-mig 0=1": "only with --fake-gpus", "--fake-gpus 1 --fake-mig 0=9": "--fake-mig", "--fake-gpus 1 -o xml": "--output"} {
+		if _, err := run(t, append([]string{"agent", "gpus"}, strings.Fields(args)...)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one saying %q", args, err, want)
+		}
+	}
+}

@@ -311,6 +311,10 @@ func (a *Agent) converge(o model.NodeOrders) {
 				a.log.Info("allocation waits for its GPUs", "alloc", d.ID, "gpus", (busy & d.GPUs).String())
 				continue
 			}
+			if _, err := a.migFor(d); errors.Is(err, errMIGBusy) {
+				a.log.Info("share waits for a MIG instance", "alloc", d.ID, "gpus", d.GPUs.String(), "milli", d.GPUMilli)
+				continue
+			}
 			a.allocs[d.ID] = a.launch(d)
 			continue
 		}

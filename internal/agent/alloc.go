@@ -22,7 +22,8 @@ type alloc struct {
 	id    string
 	dir   string
 	gpus  model.GPUMask
-	milli int // a share of its one GPU; 0 for whole GPUs
+	milli int    // a share of its one GPU; 0 for whole GPUs
+	mig   string // the MIG instance a share runs on
 	log   *slog.Logger
 	// changed is called (without locks held) when the state changes, so
 	// the agent can report it at once instead of at the next interval.

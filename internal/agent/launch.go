@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/berthsched/berth/internal/agent/gpu"
 	"github.com/berthsched/berth/internal/model"
 )
 
@@ -25,10 +26,18 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	dir := a.state.allocDir(d.ID)
 	p := newAlloc(d.ID, dir, d.GPUs, a.log, a.poke)
 	p.milli = d.GPUMilli
+	mig, migErr := a.migFor(d)
+	if mig != nil {
+		p.mig = mig.UUID
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		a.log.Error("cannot create allocation directory", "alloc", d.ID, "err", err)
 		p.finishLocked(126)
 		return p
+	}
+	if migErr != nil {
+		p.stderr, _ = openCappedLog(filepath.Join(dir, "stderr.log"), a.cfg.LogMaxBytes) // so the reason is in the log
+		return a.failStart(p, 126, migErr)
 	}
 	if d.Workload == nil || len(d.Workload.Command) == 0 {
 		if d.Workload != nil && d.Workload.Image != "" {
@@ -48,7 +57,7 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	}
 	cmd := exec.Command(d.Workload.Command[0], d.Workload.Command[1:]...)
 	cmd.Dir = dir
-	cmd.Env = a.allocEnv(d, dir)
+	cmd.Env = a.allocEnv(d, dir, mig)
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if a.cg != nil {
@@ -90,8 +99,9 @@ func (a *Agent) failStart(p *alloc, code int, err error) *alloc {
 }
 
 // allocEnv is a workload's environment: a few of the agent's variables,
-// the workload's own, then berth's, which win.
-func (a *Agent) allocEnv(d model.DesiredAlloc, dir string) []string {
+// the workload's own, then berth's, which win. mig is the MIG instance a
+// share runs on, nil for none.
+func (a *Agent) allocEnv(d model.DesiredAlloc, dir string, mig *gpu.MIGInstance) []string {
 	var env []string
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
@@ -107,6 +117,9 @@ func (a *Agent) allocEnv(d model.DesiredAlloc, dir string) []string {
 		env = append(env, k+"="+d.Workload.Env[k])
 	}
 	visible := strings.Join(a.visible(d.GPUs), ",")
+	if mig != nil {
+		visible = mig.UUID
+	}
 	env = append(env,
 		"CUDA_VISIBLE_DEVICES="+visible,
 		"NVIDIA_VISIBLE_DEVICES="+visible,
@@ -120,7 +133,11 @@ func (a *Agent) allocEnv(d model.DesiredAlloc, dir string) []string {
 	} else {
 		env = append(env, "BERTH_JOB_ID="+d.OwnerID)
 	}
-	if d.GPUMilli > 0 {
+	if mig != nil {
+		// A share on a MIG-partitioned GPU runs on its own instance: the
+		// hardware partition is the limit, MPS has nothing to add.
+		env = append(env, "BERTH_GPU_MILLI="+strconv.Itoa(d.GPUMilli), "BERTH_MIG_INSTANCE="+mig.Profile())
+	} else if d.GPUMilli > 0 {
 		// A share of one GPU runs under MPS: the share is the percentage of
 		// the GPU's SMs it may use, and its part of the GPU's memory the
 		// most it may pin.
@@ -140,11 +157,19 @@ func (a *Agent) allocEnv(d model.DesiredAlloc, dir string) []string {
 }
 
 // visible names the allocation's GPUs for CUDA: UUIDs from real hardware
-// (stable across reordering), indices from the fake backend.
+// (stable across reordering), indices from the fake backend. A whole GPU
+// in MIG mode is named by its instances, the only thing CUDA runs on
+// there.
 func (a *Agent) visible(m model.GPUMask) []string {
 	var out []string
 	for i := range model.MaxGPUsPerNode {
 		if m&(1<<uint(i)) == 0 {
+			continue
+		}
+		if i < len(a.inv.Devices) && len(a.inv.Devices[i].MIG) > 0 {
+			for _, mi := range a.inv.Devices[i].MIG {
+				out = append(out, mi.UUID)
+			}
 			continue
 		}
 		if a.backend.Name() != "fake" && i < len(a.inv.Devices) && a.inv.Devices[i].UUID != "" {
@@ -154,6 +179,57 @@ func (a *Agent) visible(m model.GPUMask) []string {
 		}
 	}
 	return out
+}
+
+// errMIGBusy: every MIG instance that could hold the share is held by
+// another share still running; the share starts when one is free.
+var errMIGBusy = errors.New("every MIG instance large enough is in use")
+
+// migFor picks the MIG instance a share runs on: the smallest free one
+// that holds it. Nil for whole GPUs and for GPUs without MIG. The
+// scheduler counts a GPU in milli; a partitioned GPU can only give what
+// its instances are, so a share no instance can hold fails to start with
+// the layout in its error.
+func (a *Agent) migFor(d model.DesiredAlloc) (*gpu.MIGInstance, error) {
+	g := gpuIndex(d.GPUs)
+	if d.GPUMilli == 0 || g >= len(a.inv.Devices) || len(a.inv.Devices[g].MIG) == 0 {
+		return nil, nil
+	}
+	held := map[string]bool{}
+	for _, p := range a.allocs {
+		if p.mig != "" && !p.exited() {
+			held[p.mig] = true
+		}
+	}
+	var best *gpu.MIGInstance
+	var layout []string
+	fits := false
+	for i, mi := range a.inv.Devices[g].MIG {
+		layout = append(layout, mi.Profile())
+		if mi.Milli() < d.GPUMilli {
+			continue
+		}
+		fits = true
+		if !held[mi.UUID] && (best == nil || mi.Milli() < best.Milli()) {
+			best = &a.inv.Devices[g].MIG[i]
+		}
+	}
+	switch {
+	case best != nil:
+		return best, nil
+	case fits:
+		return nil, errMIGBusy
+	}
+	return nil, fmt.Errorf("GPU %d is MIG-partitioned (%s) and no instance holds %dm: repartition it or ask for at most %dm",
+		g, strings.Join(layout, " "), d.GPUMilli, largestMIG(a.inv.Devices[g].MIG))
+}
+
+func largestMIG(ms []gpu.MIGInstance) int {
+	most := 0
+	for _, m := range ms {
+		most = max(most, m.Milli())
+	}
+	return most
 }
 
 // gpuIndex is the lowest GPU in a mask.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -81,6 +82,8 @@ type FakeConfig struct {
 	UUIDPrefix string
 	// InjectFile is polled for injections; empty disables injection.
 	InjectFile string
+	// MIG partitions GPUs: GPU index → each instance's slices (of 7).
+	MIG map[int][]int
 	Logger     *slog.Logger
 }
 
@@ -109,6 +112,21 @@ func NewFake(cfg FakeConfig) (*Fake, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	for g, slices := range cfg.MIG {
+		if g < 0 || g >= cfg.GPUs {
+			return nil, fmt.Errorf("--fake-mig: GPU %d: expected 0 to %d", g, cfg.GPUs-1)
+		}
+		sum := 0
+		for _, n := range slices {
+			if n < 1 || n > MIGSlices {
+				return nil, fmt.Errorf("--fake-mig: GPU %d: instance of %d slices: expected 1 to %d", g, n, MIGSlices)
+			}
+			sum += n
+		}
+		if sum > MIGSlices {
+			return nil, fmt.Errorf("--fake-mig: GPU %d: %d slices in all: a GPU has %d", g, sum, MIGSlices)
+		}
+	}
 	return &Fake{cfg: cfg}, nil
 }
 
@@ -127,6 +145,10 @@ func (f *Fake) Inventory() (Inventory, error) {
 	inv := Inventory{Model: f.cfg.Model, Devices: make([]Device, n), Links: &model.LinkMatrix{Links: make([][]int, n)}}
 	for i := range n {
 		inv.Devices[i] = Device{Index: i, UUID: fmt.Sprintf("GPU-%s%08x-fake-%04d", f.cfg.UUIDPrefix, n, i), MemoryMiB: f.cfg.MemoryMiB}
+		for k, slices := range f.cfg.MIG[i] {
+			inv.Devices[i].MIG = append(inv.Devices[i].MIG, MIGInstance{UUID: fmt.Sprintf("MIG-%s%04d-fake-%d", f.cfg.UUIDPrefix, i, k),
+				Slices: slices, MemoryMiB: f.cfg.MemoryMiB * int64(slices) / 8}) // 7 slices share 8 memory parts
+		}
 		inv.Links.Links[i] = make([]int, n)
 		for j := range n {
 			if i != j {
@@ -207,4 +229,31 @@ func or(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// ParseMIGLayout reads --fake-mig: "0=3,2,1,1;1=7" partitions GPU 0 into
+// instances of 3, 2, 1 and 1 slices and GPU 1 into one of 7.
+func ParseMIGLayout(spec string) (map[int][]int, error) {
+	out := map[int][]int{}
+	for part := range strings.SplitSeq(spec, ";") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		gs, list, ok := strings.Cut(part, "=")
+		g, err := strconv.Atoi(strings.TrimSpace(gs))
+		if !ok || err != nil {
+			return nil, fmt.Errorf("--fake-mig: %q: expected GPU=SLICES,SLICES (e.g. 0=3,2,1,1;1=7)", part)
+		}
+		if _, dup := out[g]; dup {
+			return nil, fmt.Errorf("--fake-mig: GPU %d given twice", g)
+		}
+		for v := range strings.SplitSeq(list, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return nil, fmt.Errorf("--fake-mig: GPU %d: %q: expected a slice count", g, v)
+			}
+			out[g] = append(out[g], n)
+		}
+	}
+	return out, nil
 }

@@ -337,3 +337,41 @@ func TestShortModel(t *testing.T) {
 		})
 	}
 }
+
+func TestFakeMIG(t *testing.T) {
+	layout, err := ParseMIGLayout("0=3,2,1,1; 2=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFake(FakeConfig{GPUs: 3, MIG: layout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := f.Inventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]int
+	for _, d := range inv.Devices {
+		var s []int
+		for _, m := range d.MIG {
+			s = append(s, m.Milli())
+			if !strings.HasPrefix(m.UUID, "MIG-") {
+				t.Errorf("instance UUID %q: want MIG-…", m.UUID)
+			}
+		}
+		got = append(got, s)
+	}
+	if want := [][]int{{428, 285, 142, 142}, nil, {1000}}; !cmp.Equal(got, want) {
+		t.Fatalf("instances in milli %v, want %v", got, want)
+	}
+	for spec, field := range map[string]string{"0=8": "1 to 7", "0=4,4": "8 slices", "5=1": "GPU 5", "x=1": "expected GPU=SLICES", "0=a": "slice count", "0=1;0=2": "twice", "0=0": "1 to 7"} {
+		l, err := ParseMIGLayout(spec)
+		if err == nil {
+			_, err = NewFake(FakeConfig{GPUs: 3, MIG: l})
+		}
+		if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "--fake-mig") {
+			t.Errorf("%q: error %v, want one naming --fake-mig and %q", spec, err, field)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/berthsched/berth/internal/model"
@@ -9,18 +10,41 @@ import (
 
 // Device is one GPU as the backend sees it.
 type Device struct {
-	Index     int
-	UUID      string
-	MemoryMiB int64
+	Index     int    `json:"index"`
+	UUID      string `json:"uuid"`
+	MemoryMiB int64  `json:"memory_mib"`
+	// MIG lists the GPU's MIG instances when MIG mode is on; CUDA then
+	// runs only on instances, each named by its own UUID.
+	MIG []MIGInstance `json:"mig,omitempty"`
+}
+
+// MIGSlices is how many compute slices a MIG-capable GPU divides into
+// (A100, H100, H200: 7).
+const MIGSlices = 7
+
+// MIGInstance is one MIG partition of a GPU.
+type MIGInstance struct {
+	UUID      string `json:"uuid"`
+	Slices    int    `json:"slices"` // of MIGSlices
+	MemoryMiB int64  `json:"memory_mib"`
+}
+
+// Milli is the instance's part of its GPU in berth's units: a 3g
+// instance of 7 slices is 428 milli.
+func (m MIGInstance) Milli() int { return m.Slices * 1000 / MIGSlices }
+
+// Profile is the instance's usual name, "3g.40gb".
+func (m MIGInstance) Profile() string {
+	return fmt.Sprintf("%dg.%dgb", m.Slices, (m.MemoryMiB+512)/1024)
 }
 
 // Inventory is what a node has: its GPUs, their model and how they are
 // wired together.
 type Inventory struct {
-	Model   string
-	Devices []Device
+	Model   string   `json:"model"`
+	Devices []Device `json:"devices"`
 	// Links is the NVLink matrix, nil when the backend cannot tell.
-	Links *model.LinkMatrix
+	Links *model.LinkMatrix `json:"links,omitempty"`
 }
 
 // UUIDs lists the devices' UUIDs by index.

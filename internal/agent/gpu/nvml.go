@@ -140,10 +140,50 @@ func (b *NVML) Inventory() (Inventory, error) {
 		if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
 			bus[busID(pci)] = i
 		}
+		if dev.MIG, ret = migInstances(d); ret != nvml.SUCCESS {
+			return Inventory{}, fmt.Errorf("nvml GPU %d MIG instances: %v", i, nvml.ErrorString(ret))
+		}
 		inv.Devices[i] = dev
 	}
 	inv.Links = links(handles, bus)
 	return inv, nil
+}
+
+// migInstances lists a GPU's MIG instances; none when the GPU has no
+// MIG mode or has it off. The mode is only read: partitioning a GPU is
+// the operator's choice (nvidia-smi mig), made before berth places work.
+func migInstances(d nvml.Device) ([]MIGInstance, nvml.Return) {
+	mode, _, ret := d.GetMigMode()
+	if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.SUCCESS && mode != nvml.DEVICE_MIG_ENABLE {
+		return nil, nvml.SUCCESS
+	}
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	n, ret := d.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	var out []MIGInstance
+	for k := range n {
+		m, ret := d.GetMigDeviceHandleByIndex(k)
+		if ret == nvml.ERROR_NOT_FOUND {
+			continue // no instance in this slot
+		}
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		uuid, ret := m.GetUUID()
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		at, ret := m.GetAttributes()
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		out = append(out, MIGInstance{UUID: uuid, Slices: int(at.GpuInstanceSliceCount), MemoryMiB: int64(at.MemorySizeMB)})
+	}
+	return out, nvml.SUCCESS
 }
 
 // links counts active NVLinks between each GPU pair by following every
