@@ -83,8 +83,8 @@ type FakeConfig struct {
 	// InjectFile is polled for injections; empty disables injection.
 	InjectFile string
 	// MIG partitions GPUs: GPU index → each instance's slices (of 7).
-	MIG map[int][]int
-	Logger     *slog.Logger
+	MIG    map[int][]int
+	Logger *slog.Logger
 }
 
 // Fake is a backend with no hardware behind it: an NVSwitch-style node
