@@ -17,7 +17,13 @@ import (
 // driver directly.
 func bareAgent(t testing.TB) *Agent {
 	t.Helper()
-	b, err := gpu.NewFake(gpu.FakeConfig{GPUs: 8})
+	return bareAgentWith(t, gpu.FakeConfig{GPUs: 8})
+}
+
+// bareAgentWith is bareAgent on a fake node of the given shape.
+func bareAgentWith(t testing.TB, cfg gpu.FakeConfig) *Agent {
+	t.Helper()
+	b, err := gpu.NewFake(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,20 +15,7 @@ import (
 // migAgent is a bare agent whose GPU 0 is partitioned 3g+2g+1g+1g.
 func migAgent(t *testing.T) *Agent {
 	t.Helper()
-	b, err := gpu.NewFake(gpu.FakeConfig{GPUs: 2, UUIDPrefix: "m-", MIG: map[int][]int{0: {3, 2, 1, 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Config{Servers: []string{"127.0.0.1:1"}, NodeID: "n1", StateDir: t.TempDir(), Backend: b,
-		StrayGrace: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		a.StopAll(time.Second)
-		a.Close()
-	})
-	return a
+	return bareAgentWith(t, gpu.FakeConfig{GPUs: 2, UUIDPrefix: "m-", MIG: map[int][]int{0: {3, 2, 1, 1}}})
 }
 
 func migShare(id string, milli int, gpus model.GPUMask, cmd ...string) model.DesiredAlloc {
