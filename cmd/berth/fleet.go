@@ -142,7 +142,13 @@ func newTopologyCmd() *cobra.Command {
 					util = 100 * float64(t.AllocatedGPUs) / float64(t.TotalGPUs)
 				}
 				fmt.Fprintf(tw, "utilization\t%.1f%% (%d of %d GPUs)\n", util, t.AllocatedGPUs, t.TotalGPUs)
-				fmt.Fprintf(tw, "fragmentation\t%.1f%% (%d free GPUs no %d-GPU node request can use)\n", 100*t.Fragmentation, t.FragmentedGPUs, t.FragTarget)
+				frag := fmt.Sprintf("%d free GPUs no %d-GPU node request can use", t.FragmentedGPUs, t.FragTarget)
+				if t.SharedFreeMilli > 0 {
+					// The figure counts milli left on shared GPUs too: say so,
+					// or a fleet of shares reads 100% of "0 free GPUs".
+					frag += fmt.Sprintf(", plus %d milli on shared GPUs no whole-GPU request can use", t.SharedFreeMilli)
+				}
+				fmt.Fprintf(tw, "fragmentation\t%.1f%% (%s)\n", 100*t.Fragmentation, frag)
 				fmt.Fprintf(tw, "whole free nodes\t%d\n", t.FreeNodesFull)
 				fmt.Fprintf(tw, "shared GPUs\t%d (%d milli free on them; largest share placeable %d milli)\n\n", t.SharedGPUs, t.SharedFreeMilli, t.LargestShare)
 				fmt.Fprintln(tw, "POD\tFREE GPUS\tWHOLE FREE NODES\tLARGEST PLACEABLE")
