@@ -28,8 +28,9 @@ type Index struct {
 	// shares. A shared GPU is out of free for whole-GPU requests until its
 	// last share leaves.
 	shared map[int][]int
-	// mix is the demand the share placer measures fragmentation against.
-	mix ShareMix
+	// placer scores shares against the sharing pool's demand mix (nil
+	// until SetMix: each share is then measured against itself).
+	placer *SharePlacer
 	// changes counts every assign and release, rollbacks included: equal
 	// counts mean an unchanged index.
 	changes int

@@ -14,14 +14,16 @@ import (
 // 300 milli free strands a 500-milli task.
 //
 // The share placer scores a candidate by how much the placement grows the
-// node's cost against the demand the fleet actually sees: FGD's
-// fragmentation (Weng et al., ATC 2023: free milli that one more request
-// of each type could not use) plus the milli stranded by CPU and memory
-// (free milli that a run of requests of each type could not use). The
-// mix keeps the rare multi-GPU types, so breaking a whole node costs
-// something. On Alibaba's openb trace this leaves less GPU capacity
-// stranded than FGD itself; BENCHMARKS.md has the figures and
-// docs/sharing.md the method.
+// node's cost against the demand the fleet actually sees. First, the GPU
+// value the placement throws away: under the LP prices of the mix's
+// fraction sizes, what the GPU could still have held beyond the share
+// (share_value.go). Then FGD's fragmentation (Weng et al., ATC 2023: free
+// milli that one more request of each type could not use) plus the milli
+// stranded by CPU and memory (free milli that a run of requests of each
+// type could not use). The mix keeps the rare multi-GPU types, so
+// breaking a whole node costs something. On Alibaba's openb trace this
+// leaves far less GPU capacity stranded than FGD itself; BENCHMARKS.md
+// has the figures and docs/sharing.md the method.
 
 // ShareType is one kind of request in the demand mix and its frequency.
 type ShareType struct {
@@ -173,18 +175,32 @@ func ShareFits(n ShareNode, r ShareRequest) bool {
 	return whole >= r.GPUs
 }
 
-// ShareScore scores placing r on n: higher is better, by how little the
-// placement grows the node's Cost. For a fraction it also returns the GPU
+// SharePlacer scores placements in a sharing pool against a demand mix:
+// the mix, and what a shared GPU's free milli is worth under it
+// (share_value.go). Build one per mix; it is read-only after.
+type SharePlacer struct {
+	Mix   ShareMix
+	value gapValue
+}
+
+// NewSharePlacer is the placer for a mix.
+func NewSharePlacer(mix ShareMix) *SharePlacer {
+	return &SharePlacer{Mix: mix, value: gapValuesOf(mix)}
+}
+
+// Score scores placing r on n: higher is better, by how little GPU value
+// a fraction spends (valueWeight × gapValue.spent) and then by how
+// little the placement grows the node's Cost. For a fraction it also returns the GPU
 // to use (every GPU that fits is tried, ties to the tightest); whole GPUs
 // are the lowest-index free ones (gpu −1). The caller has checked
 // ShareFits.
-func ShareScore(n ShareNode, r ShareRequest, mix ShareMix) (float64, int) {
-	return ShareScoreFrom(n, r, mix, mix.Cost(n))
+func (p *SharePlacer) Score(n ShareNode, r ShareRequest) (float64, int) {
+	return p.ScoreFrom(n, r, p.Cost(n))
 }
 
-// ShareScoreFrom is ShareScore with the node's Cost as it stands already
-// known (it is the same for every request until the node changes).
-func ShareScoreFrom(n ShareNode, r ShareRequest, mix ShareMix, before float64) (float64, int) {
+// ScoreFrom is Score with the node's Cost as it stands already known (it
+// is the same for every request until the node changes).
+func (p *SharePlacer) ScoreFrom(n ShareNode, r ShareRequest, before float64) (float64, int) {
 	var buf [64]int // a node has at most 64 GPUs: no allocation per score
 	after := ShareNode{Model: n.Model, CPUFree: n.CPUFree - r.CPUMilli, MemFree: n.MemFree - r.MemoryMiB,
 		Free: buf[:len(n.Free)]}
@@ -193,7 +209,7 @@ func ShareScoreFrom(n ShareNode, r ShareRequest, mix ShareMix, before float64) (
 		for _, g := range WholeGPUs(n.Free, r.GPUs) {
 			after.Free[g] = 0
 		}
-		return before - mix.Cost(after), -1
+		return before - p.Cost(after), -1
 	}
 	best, bestGPU := 0.0, -1
 	var tried [64]int // the cost depends on the free values, not on which GPU: try each value once
@@ -206,7 +222,7 @@ func ShareScoreFrom(n ShareNode, r ShareRequest, mix ShareMix, before float64) (
 		ntried++
 		copy(after.Free, n.Free)
 		after.Free[g] -= r.GPUMilli
-		sc := before - mix.Cost(after)
+		sc := before - p.Cost(after) - valueWeight*p.value.spent(f, r.GPUMilli)
 		if bestGPU < 0 || sc > best || sc == best && f < n.Free[bestGPU] {
 			best, bestGPU = sc, g
 		}

@@ -1,7 +1,8 @@
 package sched
 
-// What the share placer minimises: FGD's fragmentation and berth's
-// stranding, both against the demand mix (share.go has the placer).
+// What the share placer minimises besides the GPU value a share spends
+// (share_value.go): FGD's fragmentation and berth's stranding, both
+// against the demand mix (share.go has the placer).
 
 // freeSummary is a node's free GPU milli as distinct values and how many
 // GPUs have each: a node has few distinct values (most GPUs are free or
@@ -113,9 +114,11 @@ func (m ShareMix) stranded(n ShareNode, s *freeSummary) float64 {
 // cost (tuned on the openb trace; docs/sharing.md has the sweep).
 const strandWeight = 0.3
 
-// Cost is what the share placer minimises: FGD's fragmentation against
-// the mix, plus the GPU milli stranded by CPU and memory.
-func (m ShareMix) Cost(n ShareNode) float64 {
+// Cost is the node's cost as the share placer sees it: FGD's
+// fragmentation against the mix plus the GPU milli stranded by CPU and
+// memory. The placer minimises the value a share spends first
+// (valueWeight, share_value.go) and the growth of this second.
+func (p *SharePlacer) Cost(n ShareNode) float64 {
 	s := summarize(n.Free)
-	return m.fragmentation(n, s) + strandWeight*m.stranded(n, s)
+	return p.Mix.fragmentation(n, s) + strandWeight*p.Mix.stranded(n, s)
 }

@@ -1054,7 +1054,7 @@ func TestStranded(t *testing.T) {
 				t.Fatalf("Stranded = %v, want %v", got, tt.want)
 			}
 			want := tt.mix.Fragmentation(tt.n) + strandWeight*tt.want
-			if got := tt.mix.Cost(tt.n); math.Abs(got-want) > 1e-9 {
+			if got := NewSharePlacer(tt.mix).Cost(tt.n); math.Abs(got-want) > 1e-9 {
 				t.Fatalf("Cost = %v, want Fragmentation + %v × Stranded = %v", got, strandWeight, want)
 			}
 		})
@@ -1070,12 +1070,13 @@ func TestShareScoreSteersByCPU(t *testing.T) {
 	rich := ShareNode{Model: "H100", CPUFree: 104000, MemFree: 1 << 20, Free: []int{1000, 1000}}
 	heavy := ShareRequest{CPUMilli: 32000, GPUs: 1, GPUMilli: 1000}
 	light := ShareRequest{CPUMilli: 4000, GPUs: 1, GPUMilli: 1000}
-	hp, _ := ShareScore(poor, heavy, mix)
-	hr, _ := ShareScore(rich, heavy, mix)
+	pl := NewSharePlacer(mix)
+	hp, _ := pl.Score(poor, heavy)
+	hr, _ := pl.Score(rich, heavy)
 	if hp >= hr {
 		t.Fatalf("a 32-core request scores %v on 8 GPUs/96 cores and %v on 2 GPUs/104 cores: want the CPU-rich node", hp, hr)
 	}
-	lp, _ := ShareScore(poor, light, mix)
+	lp, _ := pl.Score(poor, light)
 	if lp <= hp {
 		t.Fatalf("on the CPU-poor node a 4-core request scores %v and a 32-core one %v: want the lighter one higher", lp, hp)
 	}
@@ -1132,16 +1133,17 @@ func TestShareScore(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := ShareNode{Model: "H100", CPUFree: 8000, MemFree: 8000, Free: tt.free}
 			orig := slices.Clone(tt.free)
-			sc, g := ShareScore(n, tt.r, tt.mix)
+			pl := NewSharePlacer(tt.mix)
+			sc, g := pl.Score(n, tt.r)
 			if g != tt.gpu {
-				t.Fatalf("ShareScore chose GPU %d, want %d", g, tt.gpu)
+				t.Fatalf("Score chose GPU %d, want %d", g, tt.gpu)
 			}
 			if !slices.Equal(n.Free, orig) {
-				t.Fatalf("ShareScore changed the node's free list: %v, was %v", n.Free, orig)
+				t.Fatalf("Score changed the node's free list: %v, was %v", n.Free, orig)
 			}
-			sc2, g2 := ShareScoreFrom(n, tt.r, tt.mix, tt.mix.Cost(n))
+			sc2, g2 := pl.ScoreFrom(n, tt.r, pl.Cost(n))
 			if sc2 != sc || g2 != g {
-				t.Fatalf("ShareScoreFrom = %v, %d; ShareScore = %v, %d", sc2, g2, sc, g)
+				t.Fatalf("ScoreFrom = %v, %d; Score = %v, %d", sc2, g2, sc, g)
 			}
 			if g < 0 {
 				return
@@ -1155,8 +1157,8 @@ func TestShareScore(t *testing.T) {
 				chosen := slices.Clone(tt.free)
 				alt.Free[other] -= tt.r.GPUMilli
 				chosen[g] -= tt.r.GPUMilli
-				fa := tt.mix.Cost(alt)
-				fc := tt.mix.Cost(ShareNode{Model: n.Model, CPUFree: n.CPUFree, MemFree: n.MemFree, Free: chosen})
+				fa := pl.Cost(alt)
+				fc := pl.Cost(ShareNode{Model: n.Model, CPUFree: n.CPUFree, MemFree: n.MemFree, Free: chosen})
 				if fa < fc {
 					t.Fatalf("GPU %d leaves fragmentation %v, chosen GPU %d leaves %v", other, fa, g, fc)
 				}
@@ -1168,8 +1170,9 @@ func TestShareScore(t *testing.T) {
 	tight := ShareNode{Model: "H100", CPUFree: 8000, MemFree: 8000, Free: []int{600, 0}}
 	loose := ShareNode{Model: "H100", CPUFree: 8000, MemFree: 8000, Free: []int{1000, 0}}
 	r := ShareRequest{GPUs: 1, GPUMilli: 600}
-	st, _ := ShareScore(tight, r, mix600)
-	sl, _ := ShareScore(loose, r, mix600)
+	pl := NewSharePlacer(mix600)
+	st, _ := pl.Score(tight, r)
+	sl, _ := pl.Score(loose, r)
 	if st <= sl {
 		t.Fatalf("a 600 share scores %v on a GPU with 600 free, %v on a free one: want higher on the first", st, sl)
 	}

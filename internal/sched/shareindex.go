@@ -85,7 +85,12 @@ func (ix *Index) releaseShare(i int, mask model.GPUMask, milli int, cpu, mem int
 }
 
 // SetMix sets the demand mix the share placer measures against.
-func (ix *Index) SetMix(m ShareMix) { ix.mix = m }
+func (ix *Index) SetMix(m ShareMix) {
+	ix.placer = nil
+	if len(m) > 0 {
+		ix.placer = NewSharePlacer(m)
+	}
+}
 
 // shareNode is node i as the share placer sees it.
 func (ix *Index) shareNode(i int, buf []int) ShareNode {
@@ -98,13 +103,13 @@ func (ix *Index) shareNode(i int, buf []int) ShareNode {
 }
 
 // placeShared places a share of one GPU in the sharing pool, where the
-// share placer (ShareScore) picks the node and the GPU.
+// share placer (SharePlacer) picks the node and the GPU.
 func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
 	pool := pools.SharingPool()
 	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: 1, GPUMilli: req.GPUMilli, Models: req.Models}
-	mix := ix.mix
-	if len(mix) == 0 {
-		mix = ShareMix{{CPUMilli: sreq.CPUMilli, MemoryMiB: sreq.MemoryMiB, GPUs: 1, GPUMilli: sreq.GPUMilli, Models: sreq.Models, P: 1}}
+	placer := ix.placer
+	if placer == nil {
+		placer = NewSharePlacer(ShareMix{{CPUMilli: sreq.CPUMilli, MemoryMiB: sreq.MemoryMiB, GPUs: 1, GPUMilli: sreq.GPUMilli, Models: sreq.Models, P: 1}})
 	}
 	var buf [model.MaxGPUsPerNode]int
 	best, bestGPU, members, most := -1, -1, 0, 0
@@ -128,7 +133,7 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 		if !ShareFits(n, sreq) {
 			continue
 		}
-		sc, g := ShareScore(n, sreq, mix)
+		sc, g := placer.Score(n, sreq)
 		if best < 0 || sc > bestScore {
 			best, bestGPU, bestScore = i, g, sc
 		}

@@ -3,9 +3,9 @@ package sim
 import "github.com/berthsched/berth/internal/sched"
 
 // berthScorer is berth's own policy: the share placer the product uses in
-// sharing pools (sched.ShareScore), against the demand mix of the trace.
+// sharing pools (sched.SharePlacer), against the demand mix of the trace.
 type berthScorer struct {
-	mix sched.ShareMix
+	placer *sched.SharePlacer
 	// before caches each node's fragmentation while its version stands.
 	state  *packState
 	ver    []int
@@ -17,7 +17,7 @@ func newBerthScorer(pods []PackPod) *berthScorer {
 	for i, p := range pods {
 		reqs[i] = shareRequest(p)
 	}
-	return &berthScorer{mix: sched.MixOf(reqs)}
+	return &berthScorer{placer: sched.NewSharePlacer(sched.MixOf(reqs))}
 }
 
 func shareRequest(p PackPod) sched.ShareRequest {
@@ -30,7 +30,7 @@ func (b *berthScorer) score(s *packState, n int, p PackPod) (float64, int) {
 		b.state, b.ver, b.before = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
 	}
 	if b.ver[n] != s.version[n]+1 {
-		b.ver[n], b.before[n] = s.version[n]+1, b.mix.Cost(node)
+		b.ver[n], b.before[n] = s.version[n]+1, b.placer.Cost(node)
 	}
-	return sched.ShareScoreFrom(node, shareRequest(p), b.mix, b.before[n])
+	return b.placer.ScoreFrom(node, shareRequest(p), b.before[n])
 }

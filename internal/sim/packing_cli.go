@@ -28,9 +28,6 @@ type PackingReport struct {
 	Tune     float64                        `json:"tune"`
 	Seeds    []int64                        `json:"seeds"`
 	Policies map[string]PackingPolicyResult `json:"policies"`
-	// Floor is ShareFloor per seed and its mean ("mean"): what the
-	// fractions alone leave unallocated at 100% arrived, packed offline.
-	Floor map[string]float64 `json:"share_floor_pct_at_100"`
 }
 
 // PackingPolicyResult is one policy: mean unallocated GPU % by arrived %
@@ -98,11 +95,8 @@ func RunPackingExperiment(cfg PackingConfig) (*PackingReport, error) {
 	maxPct := int(math.Round(cfg.Tune * 100))
 	rep := &PackingReport{Workload: cfg.Pods, Tune: cfg.Tune, Seeds: cfg.Seeds, Policies: map[string]PackingPolicyResult{}}
 	lists := make([][]PackPod, len(cfg.Seeds))
-	rep.Floor = map[string]float64{}
 	for i, seed := range cfg.Seeds {
 		lists[i] = PackingWorkload(pods, nodes, cfg.Tune, seed)
-		rep.Floor[strconv.FormatInt(seed, 10)] = ShareFloor(nodes, lists[i])
-		rep.Floor["mean"] += ShareFloor(nodes, lists[i]) / float64(len(cfg.Seeds))
 	}
 	for _, name := range cfg.Policies {
 		if _, err := packingPolicy(name, pods); err != nil {
@@ -168,8 +162,5 @@ func WritePackingTable(w io.Writer, rep *PackingReport, order []string) {
 		fmt.Fprintf(tw, "%.2f\t\n", r.Seconds)
 	}
 	tw.Flush()
-	if f, ok := rep.Floor["mean"]; ok {
-		fmt.Fprintf(w, "floor at 100%%: %.2f (the fractions arrived by then, packed offline by best-fit decreasing; GPU only)\n", f)
-	}
 	fmt.Fprintf(w, "unallocated GPU %% of capacity when arrived demand reaches each %% of capacity; mean of %d seeds, tune %.2f\n", len(rep.Seeds), rep.Tune)
 }

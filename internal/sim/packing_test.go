@@ -171,10 +171,15 @@ func TestPackingLoadErrors(t *testing.T) {
 }
 
 // TestBerthUsesTheProductScorer: the harness's berth policy is
-// sched.ShareScore, node for node.
+// the product's sched.SharePlacer on the trace's mix, node for node.
 func TestBerthUsesTheProductScorer(t *testing.T) {
 	nodes, pods := loadExcerpt(t)
 	b := newBerthScorer(pods)
+	reqs := make([]sched.ShareRequest, len(pods))
+	for i, p := range pods {
+		reqs[i] = sched.ShareRequest{CPUMilli: p.CPUMilli, MemoryMiB: p.MemoryMiB, GPUs: p.NumGPU, GPUMilli: p.GPUMilli, Models: p.Models}
+	}
+	product := sched.NewSharePlacer(sched.MixOf(reqs))
 	s := newPackState(nodes, 42)
 	for _, p := range pods[:50] {
 		for n := range nodes {
@@ -183,8 +188,8 @@ func TestBerthUsesTheProductScorer(t *testing.T) {
 			}
 			got, gg := b.score(s, n, p)
 			nd := nodes[n]
-			want, wg := sched.ShareScore(sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]},
-				shareRequest(p), b.mix)
+			want, wg := product.Score(sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]},
+				shareRequest(p))
 			if got != want || gg != wg {
 				t.Fatalf("%s on %s: harness %v/%d, product %v/%d", p.Name, nd.Name, got, gg, want, wg)
 			}
@@ -192,37 +197,5 @@ func TestBerthUsesTheProductScorer(t *testing.T) {
 		if n, g := (&cached{sc: b}).choose(s, p); n >= 0 {
 			s.bind(n, p, g)
 		}
-	}
-}
-
-// TestShareFloor: the floor packs the fractions arrived by 100% offline,
-// largest first, each on the GPU it fits tightest.
-func TestShareFloor(t *testing.T) {
-	share := func(m int) PackPod { return PackPod{NumGPU: 1, GPUMilli: m} }
-	whole := func(k int) PackPod { return PackPod{NumGPU: k, GPUMilli: 1000} }
-	nodes := []PackNode{{GPUs: 4}, {GPUs: 6}} // 10,000 milli
-	tests := []struct {
-		name string
-		list []PackPod
-		want float64 // milli left on shared GPUs
-	}{
-		{"nothing shared", []PackPod{whole(8), whole(2)}, 0},
-		// 810 and 160 share a GPU (30 left); the other 810 leaves 190.
-		{"small ones fill the gaps", []PackPod{share(160), share(810), share(810)}, 30 + 190},
-		// Decreasing order: 600 and 400 share one GPU, 500 and 500 another.
-		{"pairs that fill a GPU", []PackPod{share(500), share(400), share(500), share(600)}, 0},
-		// Largest first, tightest GPU: 350 fills the 650's GPU exactly
-		// (first fit would put it beside the 600), 300 goes beside the 600.
-		{"best fit", []PackPod{share(600), share(650), share(300), share(350)}, 0 + 100},
-		// Only what arrives by 100% counts: the 300 comes after 10,000.
-		{"arrivals after 100% do not count", []PackPod{whole(8), share(500), share(500), whole(1), share(300)}, 0},
-		{"whole GPUs take no part", []PackPod{whole(1), share(700), whole(4)}, 300},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := ShareFloor(nodes, tt.list); math.Abs(got-100*tt.want/10000) > 1e-9 {
-				t.Fatalf("ShareFloor = %v%%, want %v%%", got, 100*tt.want/10000)
-			}
-		})
 	}
 }
