@@ -132,7 +132,9 @@ func TestGapValuesSolveTheLP(t *testing.T) {
 func TestSharePlacerLooksPastTheNextRequest(t *testing.T) {
 	mix := append(fractions(470, 0.2, 650, 0.1, 320, 0.1), ShareType{GPUs: 1, GPUMilli: 1000, P: 0.6})
 	pl := NewSharePlacer(mix)
-	node := func(free ...int) ShareNode { return ShareNode{Model: "H100", CPUFree: 64000, MemFree: 1 << 20, Free: free} }
+	node := func(free ...int) ShareNode {
+		return ShareNode{Model: "H100", CPUFree: 64000, MemFree: 1 << 20, Free: free}
+	}
 	share := func(m int) ShareRequest { return ShareRequest{GPUs: 1, GPUMilli: m} }
 
 	n := node(530, 1000)
