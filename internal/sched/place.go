@@ -76,6 +76,12 @@ func (ix *Index) place(req *model.Request, pools Pools, opts placeOpts) (Placeme
 		routes = pools.routes(req)
 	}
 	for _, r := range routes {
+		if !r.any && r.pool == pools.SharingPool() && req.Topology == model.TopologyNode {
+			if pl.placeSharing(r.pool) {
+				return pl.placement(r), nil
+			}
+			continue
+		}
 		groups := ix.groupsFor(r, req, pools.Swap)
 		if pl.placeIn(groups) {
 			return pl.placement(r), nil

@@ -1244,3 +1244,26 @@ func TestPlanTopologyUsesTheSharingPool(t *testing.T) {
 			d.Topology.LargestShare, d.Topology.SharedFreeMilli)
 	}
 }
+
+// A whole-GPU job routed to the sharing pool (here the pool for small
+// work) is placed by the share placer, as the packing benchmark places
+// whole-GPU tasks: the 8-core job goes to the node with cores to spare
+// rather than the one it would leave with a GPU and no core.
+func TestWholeJobsInTheSharingPoolUseTheSharePlacer(t *testing.T) {
+	nodes := shareFleet("sharing", 0, 2, 2)
+	nodes[0].CPUMilli, nodes[1].CPUMilli = 8000, 64000
+	pools := Pools{Small: "sharing", SmallMaxGPUs: 4}
+	for _, mix := range []ShareMix{nil, {{CPUMilli: 8000, GPUs: 1, GPUMilli: 1000, P: 1}}} {
+		ix := NewIndex(nodes, nil, Config{Pools: pools})
+		ix.SetMix(mix)
+		r := wholeReq("w", 1)
+		r.CPUMilli = 8000
+		pl, why := ix.Place(&r, pools)
+		if why != nil {
+			t.Fatal(why)
+		}
+		if pl.Pool != "sharing" || pl.Parts[0].Node != nodes[1].ID {
+			t.Fatalf("mix %v: an 8-core GPU job went to %s in %q; want %s, where a second one still fits", mix, pl.Parts[0].Node, pl.Pool, nodes[1].ID)
+		}
+	}
+}

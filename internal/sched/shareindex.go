@@ -153,6 +153,39 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 		CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB}}}, nil
 }
 
+// placeSharing puts a whole-GPU request routed to the sharing pool (as
+// the pool for small work, say) on one node, chosen by the share placer
+// as it chooses for a share: the node whose cost grows least against the
+// pool's mix. This is how the packing benchmark's berth policy places
+// whole-GPU tasks too; the R1 index, which knows nothing of shares, CPU
+// balance or the mix, is not asked.
+func (pl *placer) placeSharing(pool string) bool {
+	ix, req, k := pl.ix, pl.req, pl.req.GPUs
+	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: k, GPUMilli: 1000, Models: req.Models}
+	placer := ix.placer
+	if placer == nil {
+		placer = NewSharePlacer(ShareMix{{CPUMilli: sreq.CPUMilli, MemoryMiB: sreq.MemoryMiB, GPUs: k, GPUMilli: 1000, Models: sreq.Models, P: 1}})
+	}
+	var buf [model.MaxGPUsPerNode]int
+	best := -1
+	var bestScore float64
+	for i := range ix.nodes {
+		ns := &ix.nodes[i]
+		if ns.node.Pool != pool || !ns.eligible || ns.free.Count() < k || !req.AcceptsModel(ns.node.Model) || !pl.fit(i, k) {
+			continue
+		}
+		sc, _ := placer.Score(ix.shareNode(i, buf[:]), sreq)
+		if best < 0 || sc > bestScore {
+			best, bestScore = i, sc
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	pl.take(best, k)
+	return true
+}
+
 func at(s string) string {
 	if s == "" {
 		return ""
