@@ -59,9 +59,9 @@ var gapValues = struct {
 }{m: map[string]gapValue{}}
 
 // gapValuesOf returns the mix's gap values, memoised by its fraction
-// sizes and their frequencies (to a tenth of a percent: the prices are
-// piecewise constant in the frequencies, so rounding changes nothing but
-// how often the cache hits).
+// sizes and their frequencies to a percent. The prices are piecewise
+// constant in the frequencies, so the rounding rarely moves them, and it
+// lets a planner whose mix drifts by a job or two reuse the last solve.
 func gapValuesOf(mix ShareMix) gapValue {
 	sizes, demand := fractionDemand(mix)
 	if len(sizes) == 0 {
@@ -69,9 +69,9 @@ func gapValuesOf(mix ShareMix) gapValue {
 	}
 	var key strings.Builder
 	for i, s := range sizes {
-		permille := math.Round(demand[i] * 1000)
-		demand[i] = permille / 1000 // solve what the key says: the same mix, the same values, whoever asked first
-		fmt.Fprintf(&key, "%d:%g,", s, permille)
+		pct := math.Round(demand[i] * 100)
+		demand[i] = pct / 100 // solve what the key says: the same mix, the same values, whoever asked first
+		fmt.Fprintf(&key, "%d:%g,", s, pct)
 	}
 	gapValues.Lock()
 	v, ok := gapValues.m[key.String()]

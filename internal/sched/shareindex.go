@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/berthsched/berth/internal/model"
 )
@@ -115,6 +116,7 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 	best, bestGPU, members, most := -1, -1, 0, 0
 	mostAt := ""
 	var bestScore float64
+	seen := seenStates{}
 	for i := range ix.nodes {
 		ns := &ix.nodes[i]
 		if ns.node.Pool != pool || !ns.eligible || opts.exclude[i] {
@@ -130,7 +132,7 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 				most, mostAt = f, fmt.Sprintf("%s GPU %d", ns.node.ID, g)
 			}
 		}
-		if !ShareFits(n, sreq) {
+		if !ShareFits(n, sreq) || seen.dup(n) {
 			continue
 		}
 		sc, g := placer.Score(n, sreq)
@@ -169,12 +171,17 @@ func (pl *placer) placeSharing(pool string) bool {
 	var buf [model.MaxGPUsPerNode]int
 	best := -1
 	var bestScore float64
+	seen := seenStates{}
 	for i := range ix.nodes {
 		ns := &ix.nodes[i]
 		if ns.node.Pool != pool || !ns.eligible || ns.free.Count() < k || !req.AcceptsModel(ns.node.Model) || !pl.fit(i, k) {
 			continue
 		}
-		sc, _ := placer.Score(ix.shareNode(i, buf[:]), sreq)
+		n := ix.shareNode(i, buf[:])
+		if seen.dup(n) {
+			continue
+		}
+		sc, _ := placer.Score(n, sreq)
 		if best < 0 || sc > bestScore {
 			best, bestScore = i, sc
 		}
@@ -184,6 +191,38 @@ func (pl *placer) placeSharing(pool string) bool {
 	}
 	pl.take(best, k)
 	return true
+}
+
+// nodeStateKey is what a share score depends on: the model, free CPU and
+// memory, and the free milli of the GPUs as a multiset (sorted, each +1
+// so that a GPU with none free differs from no GPU). Nodes with more GPUs
+// than the key holds are not keyed.
+type nodeStateKey struct {
+	model    string
+	cpu, mem int64
+	free     [16]int16
+}
+
+// seenStates are the node states a scan has scored.
+type seenStates map[nodeStateKey]bool
+
+// dup reports whether a node in the same state was scored already in this
+// scan. It then scored the same, and being earlier keeps the tie, so the
+// later one need not be scored: an idle fleet is mostly one state.
+func (seen seenStates) dup(n ShareNode) bool {
+	if len(n.Free) > 16 {
+		return false
+	}
+	k := nodeStateKey{model: n.Model, cpu: n.CPUFree, mem: n.MemFree}
+	for g, f := range n.Free {
+		k.free[g] = int16(f + 1)
+	}
+	slices.Sort(k.free[:len(n.Free)])
+	if seen[k] {
+		return true
+	}
+	seen[k] = true
+	return false
 }
 
 func at(s string) string {

@@ -118,7 +118,7 @@ type run struct {
 	m *Metrics
 	// Running totals the metrics integrate between events: kept here so
 	// no event walks every allocation or service.
-	used                int     // GPUs allocated
+	used                float64 // GPUs allocated (a share counts its fraction)
 	penalty             float64 // GPUs lost to topology penalties
 	wantGPUs, shortGPUs float64 // inference GPUs wanted, and missing
 }
@@ -306,7 +306,7 @@ func (r *run) svcTerm(s *svcRun, sign float64) {
 			delete(r.alive, i)
 		}
 	}
-	g := float64(s.spec.Shape.GPUs)
+	g := shapeGPUs(s.spec.Shape)
 	want := s.dep.Target()
 	r.wantGPUs += sign * float64(want) * g
 	if short := want - len(s.replicas); short > 0 {
@@ -315,7 +315,7 @@ func (r *run) svcTerm(s *svcRun, sign float64) {
 }
 
 // waiting reports whether any work is unplaced: then passes keep running.
-func (r *run) waiting() bool { return r.pending > 0 || r.shortGPUs > 0.5 }
+func (r *run) waiting() bool { return r.pending > 0 || r.shortGPUs > 0.0005 } // half a milli: a share replica counts
 
 // pull takes the next job from the source and schedules its arrival.
 func (r *run) pull() {
@@ -424,8 +424,24 @@ func (r *run) addAlloc(a model.Allocation) string {
 	}
 	r.where[a.ID] = len(r.allocs)
 	r.allocs = append(r.allocs, a)
-	r.used += a.GPUs.Count()
+	r.used += gpusOf(a)
 	return a.ID
+}
+
+// shapeGPUs is what a shape asks for in GPUs: a share its fraction.
+func shapeGPUs(s model.Shape) float64 {
+	if s.Fraction() {
+		return float64(s.GPUMilli) / 1000
+	}
+	return float64(s.GPUs)
+}
+
+// gpusOf is what an allocation holds in GPUs: a share its fraction.
+func gpusOf(a model.Allocation) float64 {
+	if a.GPUMilli > 0 && a.GPUMilli < 1000 {
+		return float64(a.GPUMilli) / 1000
+	}
+	return float64(a.GPUs.Count())
 }
 
 func (r *run) dropAlloc(id string) {
@@ -434,7 +450,7 @@ func (r *run) dropAlloc(id string) {
 		return
 	}
 	r.ix.Release(r.allocs[i])
-	r.used -= r.allocs[i].GPUs.Count()
+	r.used -= gpusOf(r.allocs[i])
 	last := len(r.allocs) - 1
 	r.allocs[i] = r.allocs[last]
 	r.where[r.allocs[i].ID] = i

@@ -139,8 +139,8 @@ func (m *Metrics) advance(r *run, t time.Duration) {
 	if dt <= 0 {
 		return
 	}
-	m.allocGPUh += float64(r.used) * dt
-	m.effGPUh += (float64(r.used) - r.penalty) * dt
+	m.allocGPUh += r.used * dt
+	m.effGPUh += (r.used - r.penalty) * dt
 	m.demandGPUh += r.wantGPUs * dt
 	m.shedGPUh += r.shortGPUs * dt
 }
@@ -149,7 +149,7 @@ func (m *Metrics) sample(r *run) {
 	_, full, frag := r.ix.Totals()
 	largest := r.ix.Largest()
 	pending := r.pending
-	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * float64(r.used) / float64(max(m.GPUs, 1)), Largest: largest,
+	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * r.used / float64(max(m.GPUs, 1)), Largest: largest,
 		FullyFreeNodes: full, FragmentedGPUs: frag, PendingJobs: pending}
 	m.Series = append(m.Series, p)
 	m.samples++

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
 )
 
 // NodesPerPodDefault groups trace nodes into pods when the trace says
@@ -55,8 +56,9 @@ const openbCheckpoint = 10e9
 // replica alive from creation to deletion; every other QoS is training,
 // running for deletion − scheduled (or − creation when never scheduled);
 // BE pods are preemptible with an assumed 10 GB checkpoint, others are
-// not; fractional GPUs (gpu_milli < 1000) round up to one whole GPU until
-// GPU sharing exists; CPU-only pods are left out.
+// not; fractions of a GPU (gpu_milli < 1000) stay shares, and since the
+// trace's cluster shares any GPU node, every node is then in the sharing
+// pool; CPU-only pods are left out.
 func LoadOpenB(podsPath, nodesPath string) (*Workload, error) {
 	nodes, err := LoadNodes(nodesPath, NodesPerPodDefault)
 	if err != nil {
@@ -97,6 +99,12 @@ func LoadOpenB(podsPath, nodesPath string) (*Workload, error) {
 			start = scheduled
 		}
 		shape := model.Shape{GPUs: int(gpus), Topology: model.TopologyNode, CPUMilli: cpu, MemoryMiB: mem}
+		if milli < 1000 {
+			if gpus != 1 {
+				return nil, t.fail(i, "gpu_milli", "%d: a fraction is of one GPU, and num_gpu is %d", milli, gpus)
+			}
+			shape.GPUMilli = int(milli)
+		}
 		if spec := t.get(i, "gpu_spec"); spec != "" {
 			shape.Models = strings.Split(spec, "|")
 		}
@@ -116,10 +124,16 @@ func LoadOpenB(podsPath, nodesPath string) (*Workload, error) {
 		}
 	}
 	sortJobs(w.Jobs)
+	if fractional > 0 {
+		sharing := sched.Pools{}
+		for i := range w.Nodes {
+			w.Nodes[i].Pool = sharing.SharingPool()
+		}
+	}
 	w.Notes = append(w.Notes,
 		"openb mapping (an assumption): LS pods are inference (one replica from creation to deletion); BE, Burstable and Guaranteed pods are training.",
 		"openb BE pods are preemptible with an assumed 10 GB checkpoint; other training pods are not preemptible.",
-		fmt.Sprintf("%d pods asked for a fraction of a GPU (gpu_milli < 1000); they were rounded up to one whole GPU, since berth has no GPU sharing yet.", fractional),
+		fmt.Sprintf("%d pods asked for a fraction of a GPU (gpu_milli < 1000). berth places them as shares, every node being in the sharing pool as every node of the trace's cluster shares; the baselines have no sharing and give each a whole GPU.", fractional),
 		fmt.Sprintf("%d CPU-only pods were left out; the trace has no network layout, so nodes were grouped into pods of %d in file order.", cpuOnly, NodesPerPodDefault))
 	return w, nil
 }

@@ -60,6 +60,11 @@ func (berthPolicy) Prepare(w *Workload) ([]model.Node, sched.Config, string) {
 	if len(nodes) == 0 {
 		return nodes, sched.Config{}, ""
 	}
+	if sharing := (&sched.Pools{}).SharingPool(); nodes[0].Pool == sharing {
+		// The workload shares every node (openb's cluster does): shape
+		// pools would take the nodes out of the sharing pool.
+		return nodes, sched.Config{}, "berth ran without shape pools: every node is in the sharing pool, as the workload's cluster shares every node"
+	}
 	for _, n := range nodes {
 		if n.Model != nodes[0].Model || n.GPUs != nodes[0].GPUs {
 			// Pools sized by count cannot follow GPU models; an operator

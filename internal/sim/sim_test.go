@@ -26,10 +26,46 @@ func TestLoadOpenBFixture(t *testing.T) {
 			t.Errorf("notes do not say %q:\n%s", want, notes)
 		}
 	}
+	shares := 0
 	for _, j := range w.Jobs {
 		if j.Shape.GPUs < 1 || j.Preemptible != (j.Team == "BE") || j.Work <= 0 {
-			t.Errorf("job %+v: want whole GPUs, preemptible exactly when BE, positive work", j)
+			t.Errorf("job %+v: want GPUs, preemptible exactly when BE, positive work", j)
 		}
+		if j.Shape.Fraction() {
+			shares++
+		}
+	}
+	for _, s := range w.Services {
+		if s.Shape.Fraction() {
+			shares++
+		}
+	}
+	if shares != 14 {
+		t.Errorf("%d shapes keep their fraction of a GPU; want the fixture's 14", shares)
+	}
+	for _, n := range w.Nodes {
+		if n.Pool != "sharing" {
+			t.Fatalf("node %s is in pool %q: with shares in the trace every node is in the sharing pool", n.ID, n.Pool)
+		}
+	}
+}
+
+// On the openb fixture nothing contends, so every policy places
+// everything. berth places the fractions as shares and the baselines
+// give each a whole GPU: berth holds fewer GPUs for the same work.
+func TestOpenBSharesHoldTheirFraction(t *testing.T) {
+	w, err := LoadOpenB("testdata/openb_pods_40.csv", "testdata/openb_nodes_20.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := NewReport(w, []string{"best-fit", "berth"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf, b := rep.Policies[0], rep.Policies[1]
+	if b.Policy != "berth" || bf.JobsCompleted != b.JobsCompleted || b.AllocationPct <= 0 || b.AllocationPct >= bf.AllocationPct {
+		t.Fatalf("berth: %d jobs done, %.3f%% of GPUs allocated; best-fit %d, %.3f%%: want the same jobs done on fewer GPUs",
+			b.JobsCompleted, b.AllocationPct, bf.JobsCompleted, bf.AllocationPct)
 	}
 }
 

@@ -109,7 +109,7 @@ type DemandPoint struct {
 
 // gpuHours sums what the workload asks for (work, not wall time).
 func (w *Workload) gpuHours() (training, inference float64) {
-	w.eachJob(func(j *JobSpec) { training += float64(j.Shape.GPUs) * j.Work.Hours() })
+	w.eachJob(func(j *JobSpec) { training += shapeGPUs(j.Shape) * j.Work.Hours() })
 	end := w.span()
 	for _, s := range w.Services {
 		for i, d := range s.Demand {
@@ -118,7 +118,7 @@ func (w *Workload) gpuHours() (training, inference float64) {
 				until = s.Demand[i+1].At
 			}
 			if until > d.At {
-				inference += float64(d.Replicas*s.Shape.GPUs) * (until - d.At).Hours()
+				inference += float64(d.Replicas) * shapeGPUs(s.Shape) * (until - d.At).Hours()
 			}
 		}
 	}
