@@ -107,6 +107,8 @@ type fleet struct {
 	api    *client.Client
 	agents map[string]*runningAgent
 	mu     sync.Mutex
+	// mig partitions an agent's fake GPUs (by node id): GPU → slices.
+	mig map[string]map[int][]int
 }
 
 type runningAgent struct {
@@ -194,7 +196,7 @@ func (f *fleet) agentConfigIn(id, pod, pool, server string) Config {
 		f.t.Fatalf("agent token: %v", err)
 	}
 	state := filepath.Join(f.dir, "agents", id)
-	b, err := gpu.NewFake(gpu.FakeConfig{GPUs: 8, UUIDPrefix: id + "-", InjectFile: filepath.Join(state, "inject")})
+	b, err := gpu.NewFake(gpu.FakeConfig{GPUs: 8, UUIDPrefix: id + "-", InjectFile: filepath.Join(state, "inject"), MIG: f.mig[id]})
 	if err != nil {
 		f.t.Fatal(err)
 	}

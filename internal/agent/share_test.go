@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,4 +89,60 @@ func TestSharesRunUnderMPS(t *testing.T) {
 		f.api.CancelJob(context.Background(), j)
 	}
 	f.waitState(whole.JobID, model.JobRunning)
+}
+
+// TestSharesRespectTheMIGLayout: an agent whose GPUs are MIG-partitioned
+// reports the layout, and the scheduler places against it: a share no
+// instance holds waits with a reason that names the largest instance, and
+// one that fits runs on an instance. Four 100m shares fill one GPU's four
+// instances although 600 milli is left on it.
+func TestSharesRespectTheMIGLayout(t *testing.T) {
+	f := newFleet(t)
+	f.mig = map[string]map[int][]int{"n1": {}}
+	for g := range 8 {
+		f.mig["n1"][g] = []int{3, 2, 1, 1} // 428m, 285m, 142m, 142m
+	}
+	n1 := f.startAgentIn("n1", "sharing", "")
+	node, err := f.node("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.MIG) != 8 || !slices.Equal(node.MIG[0], []int{428, 285, 142, 142}) {
+		t.Fatalf("the node's MIG layout in the table: %v", node.MIG)
+	}
+	submit := func(name string, milli int) string {
+		req := api.JobRequest{Name: name, GPUs: 1, GPUMilli: milli, Topology: "node", Command: []string{"/bin/sh", "-c", "env; exec sleep 1000"}}
+		acc, err := f.api.SubmitJob(context.Background(), req, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return acc.JobID
+	}
+	big := submit("big", 500)
+	eventually(t, "the 500m share pending on the MIG layout", func() error {
+		j := f.job(big)
+		if j.State != model.JobPending || j.PendingReason == nil || !strings.Contains(j.PendingReason.Message, "is 428") {
+			return fmt.Errorf("%s %+v", j.State, j.PendingReason)
+		}
+		return nil
+	})
+	fits := submit("fits", 400)
+	id := f.running(n1, fits)
+	env := ""
+	eventually(t, "the 400m share's environment", func() error {
+		if env = readLog(t, n1, id, "stdout.log"); !strings.Contains(env, "BERTH_MIG_INSTANCE=") {
+			return fmt.Errorf("no env yet")
+		}
+		return nil
+	})
+	if !strings.Contains(env, "BERTH_MIG_INSTANCE=3g.") || !strings.Contains(env, "CUDA_VISIBLE_DEVICES=MIG-") {
+		t.Fatalf("the 400m share does not run on a 3g instance:\n%s", env)
+	}
+	top, err := f.api.Topology(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top.LargestShare != 428 {
+		t.Fatalf("largest share placeable %d, want 428 (a free 3g instance)", top.LargestShare)
+	}
 }

@@ -76,7 +76,7 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 	if rep.Pool != "" {
 		n.Pool = rep.Pool
 	}
-	n.Links = rep.Links
+	n.Links, n.MIG = rep.Links, rep.MIG
 	if n.Pod == "" {
 		n.Pod = "default"
 	}

@@ -36,7 +36,16 @@ type Node struct {
 	// Links is the optional NVLink matrix for nodes whose GPUs are not
 	// all-to-all. Nil means every pair is equally well connected.
 	Links *LinkMatrix `json:"links,omitempty"`
+	// MIG is, per GPU, the size in milli of each MIG instance the
+	// operator partitioned it into (an instance of k slices holds k/7 of
+	// the GPU: 3g is 428); empty for a GPU not in MIG mode. A share on
+	// such a GPU runs alone on one instance, so it fits only where a free
+	// instance holds it. The agent reports it.
+	MIG [][]int `json:"mig,omitempty"`
 }
+
+// Partitioned reports whether GPU g is in MIG mode with instances.
+func (n *Node) Partitioned(g int) bool { return g < len(n.MIG) && len(n.MIG[g]) > 0 }
 
 // Schedulable reports whether the node may receive new placements at all.
 // Quarantined, draining and unhealthy nodes never do.
@@ -66,6 +75,31 @@ func (n *Node) Validate() error {
 	if n.Links != nil {
 		if err := n.Links.validate(n.GPUs); err != nil {
 			return fmt.Errorf("node %s: links: %w", n.ID, err)
+		}
+	}
+	if err := validateMIG(n.MIG, n.GPUs); err != nil {
+		return fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// validateMIG checks a MIG layout against a node's GPU count: at most one
+// entry per GPU, instances of 1 to 1000 milli, and no GPU holding more
+// than one GPU's worth.
+func validateMIG(mig [][]int, gpus int) error {
+	if len(mig) > gpus {
+		return fmt.Errorf("mig: %d GPUs listed, the node has %d", len(mig), gpus)
+	}
+	for g, inst := range mig {
+		sum := 0
+		for k, m := range inst {
+			if m < 1 || m > 1000 {
+				return fmt.Errorf("mig: [%d][%d]: %d milli is not between 1 and 1000", g, k, m)
+			}
+			sum += m
+		}
+		if sum > 1000 {
+			return fmt.Errorf("mig: [%d]: instances of %v milli add up to %d, more than one GPU (1000)", g, inst, sum)
 		}
 	}
 	return nil

@@ -18,6 +18,8 @@ type NodeReport struct {
 	// GPUUUIDs lists the GPUs by index, when the backend knows them.
 	GPUUUIDs []string    `json:"gpu_uuids,omitempty"`
 	Links    *LinkMatrix `json:"links,omitempty"`
+	// MIG is the MIG layout per GPU, as Node.MIG has it.
+	MIG [][]int `json:"mig,omitempty"`
 	// Faults are GPU faults seen since the last accepted report.
 	Faults      []GPUFault    `json:"faults,omitempty"`
 	Allocations []ActualAlloc `json:"allocations,omitempty"`

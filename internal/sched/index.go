@@ -28,6 +28,9 @@ type Index struct {
 	// shares. A shared GPU is out of free for whole-GPU requests until its
 	// last share leaves.
 	shared map[int][]int
+	// migShares is, per MIG-partitioned GPU (node, GPU), the milli of each
+	// share on it: which of its instances are free follows (migFree).
+	migShares map[[2]int][]int
 	// placer scores shares against the sharing pool's demand mix (nil
 	// until SetMix: each share is then measured against itself).
 	placer *SharePlacer

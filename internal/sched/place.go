@@ -242,10 +242,13 @@ func (pl *placer) gang(g *group, pods []int, podSel int) bool {
 }
 
 // take assigns n GPUs of node i to the request.
-func (pl *placer) take(i, n int) {
+func (pl *placer) take(i, n int) { pl.takeFrom(i, n, pl.ix.nodes[i].free) }
+
+// takeFrom assigns n of node i's GPUs in free to the request.
+func (pl *placer) takeFrom(i, n int, free model.GPUMask) {
 	ix := pl.ix
 	ns := &ix.nodes[i]
-	mask := chooseMask(ns.node, ns.free, n)
+	mask := chooseMask(ns.node, free, n)
 	cpu, mem := share(pl.req.CPUMilli, n, pl.req.GPUs), share(pl.req.MemoryMiB, n, pl.req.GPUs)
 	ix.assign(i, mask, cpu, mem)
 	pl.parts = append(pl.parts, Part{Node: ns.node.ID, GPUs: mask, CPUMilli: cpu, MemoryMiB: mem})

@@ -58,8 +58,32 @@ type ShareNode struct {
 	CPUFree int64
 	MemFree int64
 	// Free is each GPU's free milli: 1000 for a free GPU, less for a
-	// shared one, 0 for one held whole (or quarantined).
+	// shared one, 0 for one held whole (or quarantined). For a
+	// MIG-partitioned GPU it is the largest free instance.
 	Free []int
+	// MIG, when set, lists per GPU the free MIG instances (milli,
+	// smallest first) of the partitioned ones, nil for the others: a
+	// share takes a whole instance, the smallest that holds it.
+	MIG [][]int
+}
+
+// partitioned reports whether GPU g is MIG-partitioned.
+func (n ShareNode) partitioned(g int) bool { return g < len(n.MIG) && n.MIG[g] != nil }
+
+// afterShare is GPU g's Free once a share of milli is placed on it.
+func (n ShareNode) afterShare(g, milli int) int {
+	if !n.partitioned(g) {
+		return n.Free[g] - milli
+	}
+	largest, taken := 0, false
+	for _, m := range n.MIG[g] { // smallest first: the first that holds it is taken
+		if !taken && m >= milli {
+			taken = true
+			continue
+		}
+		largest = max(largest, m)
+	}
+	return largest
 }
 
 // TypicalMix is FGD's "typical pods": request types by (cpu, GPUs,
@@ -215,14 +239,19 @@ func (p *SharePlacer) ScoreFrom(n ShareNode, r ShareRequest, before float64) (fl
 	var tried [64]int // the cost depends on the free values, not on which GPU: try each value once
 	ntried := 0
 	for g, f := range n.Free {
-		if f < r.GPUMilli || slices.Contains(tried[:ntried], f) {
+		if f < r.GPUMilli {
 			continue
 		}
-		tried[ntried] = f
-		ntried++
+		if !n.partitioned(g) {
+			if slices.Contains(tried[:ntried], f) {
+				continue
+			}
+			tried[ntried] = f
+			ntried++
+		}
 		copy(after.Free, n.Free)
-		after.Free[g] -= r.GPUMilli
-		sc := before - p.Cost(after) - valueWeight*p.value.spent(f, r.GPUMilli)
+		after.Free[g] = n.afterShare(g, r.GPUMilli)
+		sc := before - p.Cost(after) - valueWeight*p.value.spent(f, f-after.Free[g])
 		if bestGPU < 0 || sc > best || sc == best && f < n.Free[bestGPU] {
 			best, bestGPU = sc, g
 		}

@@ -32,6 +32,30 @@ func (ix *Index) addShare(i int, mask model.GPUMask, milli int) {
 		ns.addShape(1, 1)
 	}
 	used[g] += milli
+	if ns.node.Partitioned(g) {
+		if ix.migShares == nil {
+			ix.migShares = map[[2]int][]int{}
+		}
+		ix.migShares[[2]int{i, g}] = append(ix.migShares[[2]int{i, g}], milli)
+	}
+}
+
+// migFree lists the free MIG instances of GPU g on node i, smallest
+// first: the shares on it, largest first, each take the smallest
+// instance that holds it, as the agent assigns them. (Taking the
+// smallest that holds is never worse: any assignment can be exchanged
+// into it.) A share no free instance holds, left from before a
+// repartition, takes the largest, so as not to promise what is not there.
+func (ix *Index) migFree(i, g int) []int {
+	free := slices.Clone(ix.nodes[i].node.MIG[g])
+	slices.Sort(free)
+	shares := slices.Clone(ix.migShares[[2]int{i, g}])
+	slices.Sort(shares)
+	for k := len(shares) - 1; k >= 0 && len(free) > 0; k-- {
+		j, _ := slices.BinarySearch(free, shares[k])
+		free = slices.Delete(free, min(j, len(free)-1), min(j, len(free)-1)+1)
+	}
+	return free
 }
 
 // freeMilli is what a GPU has left for shares: 1000 when free, the rest
@@ -41,6 +65,16 @@ func (ix *Index) freeMilli(i int, mask model.GPUMask) int {
 	g := gpuOf(mask)
 	switch {
 	case g >= ns.node.GPUs || ns.usable&mask == 0:
+		return 0
+	case ns.node.Partitioned(g):
+		// A share runs on one instance: the most it can have is the
+		// largest free one. Held whole, it has none.
+		if ns.free&mask == 0 && (ix.shared[i] == nil || ix.shared[i][g] == 0) {
+			return 0
+		}
+		if free := ix.migFree(i, g); len(free) > 0 {
+			return free[len(free)-1]
+		}
 		return 0
 	case ns.free&mask != 0:
 		return 1000
@@ -71,6 +105,11 @@ func (ix *Index) releaseShare(i int, mask model.GPUMask, milli int, cpu, mem int
 	if used := ix.shared[i]; used != nil {
 		g := gpuOf(mask)
 		if g < len(used) && used[g] > 0 {
+			if k := [2]int{i, g}; ns.node.Partitioned(g) {
+				if j := slices.Index(ix.migShares[k], milli); j >= 0 {
+					ix.migShares[k] = slices.Delete(ix.migShares[k], j, j+1)
+				}
+			}
 			used[g] -= milli
 			if used[g] <= 0 {
 				used[g] = 0
@@ -93,14 +132,26 @@ func (ix *Index) SetMix(m ShareMix) {
 	}
 }
 
-// shareNode is node i as the share placer sees it.
+// shareNode is node i as the share placer sees it. A MIG-partitioned GPU
+// shows its largest free instance, and its free instances besides.
 func (ix *Index) shareNode(i int, buf []int) ShareNode {
 	ns := &ix.nodes[i]
 	free := buf[:ns.node.GPUs]
+	var mig [][]int
 	for g := range free {
 		free[g] = ix.freeMilli(i, model.GPUMask(1)<<uint(g))
+		if ns.node.Partitioned(g) {
+			if mig == nil {
+				mig = make([][]int, ns.node.GPUs)
+			}
+			if free[g] > 0 {
+				mig[g] = ix.migFree(i, g)
+			} else {
+				mig[g] = []int{}
+			}
+		}
 	}
-	return ShareNode{Model: ns.node.Model, CPUFree: ns.cpu, MemFree: ns.mem, Free: free}
+	return ShareNode{Model: ns.node.Model, CPUFree: ns.cpu, MemFree: ns.mem, Free: free, MIG: mig}
 }
 
 // placeShared places a share of one GPU in the sharing pool, where the
@@ -174,7 +225,7 @@ func (pl *placer) placeSharing(pool string) bool {
 	seen := seenStates{}
 	for i := range ix.nodes {
 		ns := &ix.nodes[i]
-		if ns.node.Pool != pool || !ns.eligible || ns.free.Count() < k || !req.AcceptsModel(ns.node.Model) || !pl.fit(i, k) {
+		if ns.node.Pool != pool || !ns.eligible || ix.wholeForShared(i).Count() < k || !req.AcceptsModel(ns.node.Model) || !pl.fit(i, k) {
 			continue
 		}
 		n := ix.shareNode(i, buf[:])
@@ -189,8 +240,22 @@ func (pl *placer) placeSharing(pool string) bool {
 	if best < 0 {
 		return false
 	}
-	pl.take(best, k)
+	pl.takeFrom(best, k, ix.wholeForShared(best))
 	return true
+}
+
+// wholeForShared is node i's free GPUs a whole-GPU job in the sharing
+// pool may take: the MIG-partitioned ones are left to shares, which is
+// what the operator partitioned them for.
+func (ix *Index) wholeForShared(i int) model.GPUMask {
+	ns := &ix.nodes[i]
+	free := ns.free
+	for g := range ns.node.MIG {
+		if ns.node.Partitioned(g) {
+			free &^= model.GPUMask(1) << uint(g)
+		}
+	}
+	return free
 }
 
 // nodeStateKey is what a share score depends on: the model, free CPU and
@@ -210,7 +275,7 @@ type seenStates map[nodeStateKey]bool
 // scan. It then scored the same, and being earlier keeps the tie, so the
 // later one need not be scored: an idle fleet is mostly one state.
 func (seen seenStates) dup(n ShareNode) bool {
-	if len(n.Free) > 16 {
+	if len(n.Free) > 16 || n.MIG != nil {
 		return false
 	}
 	k := nodeStateKey{model: n.Model, cpu: n.CPUFree, mem: n.MemFree}

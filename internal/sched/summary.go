@@ -141,7 +141,13 @@ func (ix *Index) SummaryWith(withNodes bool, sharingPool string) TopologySummary
 		for g, u := range used {
 			if u > 0 && ns.usable.Has(g) {
 				s.SharedGPUs++
-				if ns.eligible {
+				switch {
+				case !ns.eligible:
+				case ns.node.Partitioned(g):
+					for _, m := range ix.migFree(i, g) {
+						s.SharedFreeMilli += m
+					}
+				default:
 					s.SharedFreeMilli += 1000 - u
 				}
 			}

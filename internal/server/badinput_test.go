@@ -81,6 +81,9 @@ func TestBadInput(t *testing.T) {
 		{"heartbeat bad fault", "POST", "/v1/agent/heartbeat", `{"node_id":"n1","boot_epoch":1,"model":"H100","gpus":8,"faults":[{"gpu":9,"kind":"xid"}]}`, "faults", ""},
 		{"heartbeat ragged links", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":2,"links":{"links":[[0,1]]}}`, "links", ""},
 		{"heartbeat links with an empty row", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":2,"links":{"links":[[0,1],[]]}}`, "links", ""},
+		{"heartbeat mig beyond the gpus", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428],[428]]}`, "mig", "2 GPUs listed"},
+		{"heartbeat mig over one gpu", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428,428,428]]}`, "mig", "more than one GPU"},
+		{"heartbeat mig instance size", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[0]]}`, "mig", "between 1 and 1000"},
 		{"token unknown field", "POST", "/v1/tokens", `{"role":"admin","scope":"x"}`, "scope", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

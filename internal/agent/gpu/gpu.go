@@ -56,6 +56,25 @@ func (inv Inventory) UUIDs() []string {
 	return out
 }
 
+// MIGLayout is the node's MIG layout as the scheduler takes it
+// (model.Node.MIG): per GPU, each instance's milli; nil when no GPU is
+// partitioned.
+func (inv Inventory) MIGLayout() [][]int {
+	var out [][]int
+	for i, d := range inv.Devices {
+		if len(d.MIG) == 0 {
+			continue
+		}
+		for len(out) <= i {
+			out = append(out, nil)
+		}
+		for _, m := range d.MIG {
+			out[i] = append(out[i], m.Milli())
+		}
+	}
+	return out
+}
+
 // Backend is a source of GPUs and their faults.
 type Backend interface {
 	// Name says which backend this is, for logs ("nvml", "fake").
