@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -24,6 +25,16 @@ type Leadership struct {
 // Campaign blocks until this process leads, even when it is alone, so
 // that a second server started on the same table can never write beside
 // it. ttl is the election lease: a crashed leader is replaced after it.
+//
+// It is etcd's election (concurrency.Election: one key per candidate
+// under the prefix, bound to its session's lease; the lowest create
+// revision leads) with every call to etcd bounded and retried.
+// concurrency.Election.Campaign writes its key and waits with no deadline
+// of its own, and a write in flight when raft leadership moves (a new
+// berth leader sheds it at once, shedRaftLeadership) is dropped and
+// answered only at etcd's request timeout, seven seconds later. A
+// candidate caught so was not in line when the new leader died, and
+// failover took a TTL plus those seconds.
 func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Leadership, error) {
 	secs := int(ttl / time.Second)
 	if secs < 1 {
@@ -33,24 +44,12 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 	if err != nil {
 		return nil, fmt.Errorf("election session: %w", err)
 	}
-	el := concurrency.NewElection(sess, s.prefix+electionDir)
-	for {
-		err := el.Campaign(ctx, id)
-		if err == nil {
-			break
-		}
-		// A timeout while waiting (etcd busy, a raft election) keeps our
-		// key: campaigning again with the same session reuses it, so this
-		// server keeps its place in line instead of going to the back.
-		select {
-		case <-sess.Done():
-		default:
-			if ctx.Err() == nil && Unavailable(err) {
-				s.log.Debug("campaign interrupted; keeping our place", "err", err)
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-		}
+	pfx := s.prefix + electionDir + "/" // the layout concurrency.Election uses
+	key, rev, err := s.enqueue(ctx, sess, pfx, id)
+	if err == nil {
+		err = s.waitTurn(ctx, sess, pfx, rev)
+	}
+	if err != nil {
 		sess.Close()
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
@@ -58,7 +57,108 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 	// leader by as long. The transfer drops proposals in flight; writers
 	// retry those (store.Unavailable), the first admin token included.
 	go s.shedRaftLeadership(ctx)
-	return &Leadership{s: s, session: sess, election: el, key: el.Key(), fence: el.Rev(), id: id}, nil
+	el := concurrency.ResumeElection(sess, pfx, key, rev)
+	return &Leadership{s: s, session: sess, election: el, key: key, fence: rev, id: id}, nil
+}
+
+// attempt bounds each call Campaign makes to etcd.
+const attempt = time.Second
+
+// enqueue puts this candidate in line: its key (prefix + lease, holding
+// id), created unless it already is. It returns the key and its create
+// revision, the candidate's place.
+func (s *Store) enqueue(ctx context.Context, sess *concurrency.Session, pfx, id string) (string, int64, error) {
+	k := fmt.Sprintf("%s%x", pfx, sess.Lease())
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		resp, err := s.cli.Txn(actx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+			Then(clientv3.OpPut(k, id, clientv3.WithLease(sess.Lease()))).Else(clientv3.OpGet(k)).Commit()
+		cancel()
+		if err == nil {
+			if resp.Succeeded {
+				return k, resp.Header.Revision, nil
+			}
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+				return k, kvs[0].CreateRevision, nil
+			}
+			continue // gone between compare and get: the lease ended; the check below says so
+		}
+		if err := s.retryable(ctx, sess, err); err != nil {
+			return "", 0, err
+		}
+	}
+}
+
+// waitTurn returns once no key ahead of rev is left: this candidate leads.
+// It watches the key just ahead until that is deleted, then looks again.
+func (s *Store) waitTurn(ctx context.Context, sess *concurrency.Session, pfx string, rev int64) error {
+	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	for {
+		gctx, cancel := context.WithTimeout(ctx, attempt)
+		resp, err := s.cli.Get(gctx, pfx, opts...)
+		cancel()
+		if err != nil {
+			if err := s.retryable(ctx, sess, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(resp.Kvs) == 0 {
+			select {
+			case <-sess.Done():
+				return errors.New("the election session expired")
+			default:
+				return nil
+			}
+		}
+		s.waitDelete(ctx, sess, string(resp.Kvs[0].Key), resp.Header.Revision)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// waitDelete returns when key is deleted after rev, the session ends, or
+// a few seconds pass (a watch can stall unseen; the caller looks again).
+func (s *Store) waitDelete(ctx context.Context, sess *concurrency.Session, key string, rev int64) {
+	wctx, cancel := context.WithTimeout(ctx, 5*attempt)
+	defer cancel()
+	wch := s.cli.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(rev))
+	for {
+		select {
+		case <-sess.Done():
+			return
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				return
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.Event_DELETE {
+					return
+				}
+			}
+		}
+	}
+}
+
+// retryable says whether Campaign may try a failed call again: nil when
+// etcd was only busy (a timeout, a raft election), keeping this
+// candidate's place in line, the error otherwise.
+func (s *Store) retryable(ctx context.Context, sess *concurrency.Session, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	select {
+	case <-sess.Done():
+		return errors.New("the election session expired")
+	default:
+	}
+	if !Unavailable(err) {
+		return err
+	}
+	s.log.Debug("campaign interrupted; keeping our place", "err", err)
+	time.Sleep(100 * time.Millisecond)
+	return nil
 }
 
 // Fence is the leader key's create revision: unique and increasing across
