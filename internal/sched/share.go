@@ -205,11 +205,12 @@ func ShareFits(n ShareNode, r ShareRequest) bool {
 type SharePlacer struct {
 	Mix   ShareMix
 	value gapValue
+	claim map[string]float64 // share_reserve.go
 }
 
 // NewSharePlacer is the placer for a mix.
 func NewSharePlacer(mix ShareMix) *SharePlacer {
-	return &SharePlacer{Mix: mix, value: gapValuesOf(mix)}
+	return &SharePlacer{Mix: mix, value: gapValuesOf(mix), claim: claims(mix)}
 }
 
 // Score scores placing r on n: higher is better, by how little GPU value

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 )
 
@@ -174,5 +176,62 @@ func BenchmarkGapValues(b *testing.B) {
 	sizes, demand := fractionDemand(mix)
 	for b.Loop() {
 		solveGapValues(sizes, demand)
+	}
+}
+
+func TestClaims(t *testing.T) {
+	mix := ShareMix{
+		{GPUs: 1, GPUMilli: 1000, Models: []string{"T4"}, P: 0.2},
+		{GPUs: 1, GPUMilli: 500, Models: []string{"A10", "T4"}, P: 0.1},
+		{GPUs: 2, GPUMilli: 1000, Models: []string{"A10"}, P: 0.1},
+		{GPUs: 1, GPUMilli: 1000, P: 0.6},
+	}
+	want := map[string]float64{"T4": 0.2*1000 + 0.1*250, "A10": 0.1*250 + 0.1*2000}
+	if got := claims(mix); !cmp.Equal(got, want, cmpopts.EquateApprox(0, 1e-9)) {
+		t.Fatalf("claims %v, want %v", got, want)
+	}
+	if claims(ShareMix{{GPUs: 1, GPUMilli: 300, P: 1}}) != nil || NewSharePlacer(ShareMix{{GPUs: 1, GPUMilli: 300, P: 1}}).Scarce() {
+		t.Fatal("a mix pinned to no model claims something")
+	}
+	pl := NewSharePlacer(mix)
+	r := ShareRequest{GPUs: 1, GPUMilli: 1000}
+	plenty, scarce := pl.Reserve("T4", 800000, r), pl.Reserve("T4", 8000, r)
+	if plenty <= 0 || scarce != 100*plenty || pl.Reserve("G2", 8000, r) != 0 || pl.Reserve("T4", 0, r) != 0 {
+		t.Fatalf("reserve on T4 with 800 GPUs free %v, with 8 free %v (want 100×), on an unclaimed model %v",
+			plenty, scarce, pl.Reserve("G2", 8000, r))
+	}
+}
+
+// Work that runs anywhere leaves the scarce model to the work pinned to
+// it. Here a fifth of the requests need T4, of which there are 8, and
+// three tenths G2, of which there are 32. FGD's gradient alone does the
+// opposite: a T4 node's free GPUs count as fragmented for the G2 work,
+// the larger part of the mix, so using them looks like a gain.
+func TestReserveKeepsScarceModels(t *testing.T) {
+	nodes := shareFleet("sharing", 0, 5, 8)
+	nodes[0].Model = "T4"
+	for i := range nodes[1:] {
+		nodes[1+i].Model = "G2"
+	}
+	mix := ShareMix{
+		{GPUs: 1, GPUMilli: 1000, Models: []string{"G2"}, P: 0.3},
+		{GPUs: 1, GPUMilli: 1000, Models: []string{"T4"}, P: 0.2},
+		{GPUs: 1, GPUMilli: 1000, P: 0.5},
+	}
+	pl := NewSharePlacer(mix)
+	r := ShareRequest{GPUs: 1, GPUMilli: 1000}
+	eight := []int{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}
+	t4, _ := pl.Score(ShareNode{Model: "T4", CPUFree: nodes[0].CPUMilli, MemFree: nodes[0].MemoryMiB, Free: eight}, r)
+	g2, _ := pl.Score(ShareNode{Model: "G2", CPUFree: nodes[1].CPUMilli, MemFree: nodes[1].MemoryMiB, Free: eight}, r)
+	if t4 <= g2 {
+		t.Fatalf("without the reserve a T4 node scores %v and a G2 node %v: the test no longer shows the gradient's pull", t4, g2)
+	}
+	pools := Pools{Small: "sharing", SmallMaxGPUs: 4}
+	ix := NewIndex(nodes, nil, Config{Pools: pools})
+	ix.SetMix(mix)
+	any := wholeReq("any", 1)
+	pl2, why := ix.Place(&any, pools)
+	if why != nil || pl2.Parts[0].Node == nodes[0].ID {
+		t.Fatalf("a job that runs on any model: %+v %v; want a G2 node, keeping the T4s", pl2, why)
 	}
 }

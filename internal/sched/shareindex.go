@@ -168,6 +168,7 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 	mostAt := ""
 	var bestScore float64
 	seen := seenStates{}
+	byModel := ix.freeByModel(pool, placer)
 	for i := range ix.nodes {
 		ns := &ix.nodes[i]
 		if ns.node.Pool != pool || !ns.eligible || opts.exclude[i] {
@@ -187,6 +188,7 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 			continue
 		}
 		sc, g := placer.Score(n, sreq)
+		sc -= placer.Reserve(n.Model, byModel[n.Model], sreq)
 		if best < 0 || sc > bestScore {
 			best, bestGPU, bestScore = i, g, sc
 		}
@@ -223,6 +225,7 @@ func (pl *placer) placeSharing(pool string) bool {
 	best := -1
 	var bestScore float64
 	seen := seenStates{}
+	byModel := ix.freeByModel(pool, placer)
 	for i := range ix.nodes {
 		ns := &ix.nodes[i]
 		if ns.node.Pool != pool || !ns.eligible || ix.wholeForShared(i).Count() < k || !req.AcceptsModel(ns.node.Model) || !pl.fit(i, k) {
@@ -233,6 +236,7 @@ func (pl *placer) placeSharing(pool string) bool {
 			continue
 		}
 		sc, _ := placer.Score(n, sreq)
+		sc -= placer.Reserve(n.Model, byModel[n.Model], sreq)
 		if best < 0 || sc > bestScore {
 			best, bestScore = i, sc
 		}
@@ -256,6 +260,26 @@ func (ix *Index) wholeForShared(i int) model.GPUMask {
 		}
 	}
 	return free
+}
+
+// freeByModel is the pool's free GPU milli by GPU model, what the reserve
+// for scarce models weighs against (share_reserve.go); nil when no demand
+// in the mix is pinned to a model.
+func (ix *Index) freeByModel(pool string, placer *SharePlacer) map[string]int64 {
+	if !placer.Scarce() {
+		return nil
+	}
+	out := map[string]int64{}
+	for i := range ix.nodes {
+		ns := &ix.nodes[i]
+		if ns.node.Pool != pool || !ns.eligible {
+			continue
+		}
+		for g := range ns.node.GPUs {
+			out[ns.node.Model] += int64(ix.freeMilli(i, model.GPUMask(1)<<uint(g)))
+		}
+	}
+	return out
 }
 
 // nodeStateKey is what a share score depends on: the model, free CPU and

@@ -34,3 +34,14 @@ func (b *berthScorer) score(s *packState, n int, p PackPod) (float64, int) {
 	}
 	return b.placer.ScoreFrom(node, shareRequest(p), b.before[n])
 }
+
+// fleet is the product's reserve for scarce GPU models
+// (sched.SharePlacer.Reserve), from the fleet's free GPUs of the node's
+// model.
+func (b *berthScorer) fleet(s *packState, n int, p PackPod) float64 {
+	if !b.placer.Scarce() {
+		return 0
+	}
+	m := s.nodes[n].Model
+	return -b.placer.Reserve(m, s.freeByModel[m], shareRequest(p))
+}

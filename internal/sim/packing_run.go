@@ -19,6 +19,8 @@ type packState struct {
 	// type) are valid while it stands.
 	version []int
 	types   map[packType]int
+	// freeByModel is the free GPU milli of each GPU model, fleet-wide.
+	freeByModel map[string]int64
 }
 
 // packType is what a node's score for a pod depends on besides the node.
@@ -31,12 +33,13 @@ type packType struct {
 func newPackState(nodes []PackNode, seed int64) *packState {
 	s := &packState{nodes: nodes, cpuUsed: make([]int64, len(nodes)), memUsed: make([]int64, len(nodes)),
 		free: make([][]int, len(nodes)), rank: make([]int, len(nodes)), r: rand.New(rand.NewSource(seed ^ 0x5eed)),
-		version: make([]int, len(nodes)), types: map[packType]int{}}
+		version: make([]int, len(nodes)), types: map[packType]int{}, freeByModel: map[string]int64{}}
 	for i, n := range nodes {
 		s.free[i] = make([]int, n.GPUs)
 		for g := range s.free[i] {
 			s.free[i][g] = 1000
 		}
+		s.freeByModel[n.Model] += int64(n.GPUs) * 1000
 	}
 	// The reference simulator prefixes node names with a seed-dependent
 	// random string and breaks ties by name: a random fixed order.
@@ -101,6 +104,7 @@ func (s *packState) bind(n int, p PackPod, gpus []int) {
 			s.free[n][g] = 0
 		}
 	}
+	s.freeByModel[s.nodes[n].Model] -= p.Demand()
 }
 
 // packPolicy picks a node and GPUs for a pod, or returns -1.
@@ -142,6 +146,13 @@ type nodeScorer interface {
 	score(s *packState, n int, p PackPod) (float64, int)
 }
 
+// fleetScorer is a scorer with a term that depends on the fleet as well
+// as the node (berth's reserve for scarce GPU models): added to the
+// cached score at each comparison, never cached itself.
+type fleetScorer interface {
+	fleet(s *packState, n int, p PackPod) float64
+}
+
 // cached turns a scorer into a policy that remembers each node's score
 // per pod type until the node changes: a placement changes one node, so
 // almost every score is reused. Ties go to the seed's node order.
@@ -167,6 +178,7 @@ func (c *cached) choose(s *packState, p PackPod) (int, []int) {
 		c.memo = append(c.memo, make([]cacheEntry, len(s.nodes)))
 	}
 	row := c.memo[t]
+	fs, _ := c.sc.(fleetScorer)
 	best, bestGPU := -1, -1
 	var bestScore float64
 	for n := range row {
@@ -182,8 +194,12 @@ func (c *cached) choose(s *packState, p PackPod) (int, []int) {
 		if !e.ok {
 			continue
 		}
-		if best < 0 || e.score > bestScore || e.score == bestScore && s.rank[n] < s.rank[best] {
-			best, bestScore, bestGPU = n, e.score, int(e.gpu)
+		sc := e.score
+		if fs != nil {
+			sc += fs.fleet(s, n, p)
+		}
+		if best < 0 || sc > bestScore || sc == bestScore && s.rank[n] < s.rank[best] {
+			best, bestScore, bestGPU = n, sc, int(e.gpu)
 		}
 	}
 	if best < 0 {

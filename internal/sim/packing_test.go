@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -171,31 +172,55 @@ func TestPackingLoadErrors(t *testing.T) {
 }
 
 // TestBerthUsesTheProductScorer: the harness's berth policy is
-// the product's sched.SharePlacer on the trace's mix, node for node.
+// the product's sched.SharePlacer on the trace's mix, node for node, its
+// reserve for scarce models included (on a copy of the excerpt with every
+// fifth GPU task pinned to the first node's model).
 func TestBerthUsesTheProductScorer(t *testing.T) {
 	nodes, pods := loadExcerpt(t)
-	b := newBerthScorer(pods)
-	reqs := make([]sched.ShareRequest, len(pods))
-	for i, p := range pods {
-		reqs[i] = sched.ShareRequest{CPUMilli: p.CPUMilli, MemoryMiB: p.MemoryMiB, GPUs: p.NumGPU, GPUMilli: p.GPUMilli, Models: p.Models}
+	pinned := slices.Clone(pods)
+	for i := range pinned {
+		if pinned[i].NumGPU > 0 && i%5 == 0 {
+			pinned[i].Models = []string{nodes[0].Model}
+		}
 	}
-	product := sched.NewSharePlacer(sched.MixOf(reqs))
-	s := newPackState(nodes, 42)
-	for _, p := range pods[:50] {
-		for n := range nodes {
-			if !s.fits(n, p) {
-				continue
+	for name, pods := range map[string][]PackPod{"excerpt": pods, "pinned": pinned} {
+		t.Run(name, func(t *testing.T) {
+			b := newBerthScorer(pods)
+			reqs := make([]sched.ShareRequest, len(pods))
+			for i, p := range pods {
+				reqs[i] = sched.ShareRequest{CPUMilli: p.CPUMilli, MemoryMiB: p.MemoryMiB, GPUs: p.NumGPU, GPUMilli: p.GPUMilli, Models: p.Models}
 			}
-			got, gg := b.score(s, n, p)
-			nd := nodes[n]
-			want, wg := product.Score(sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]},
-				shareRequest(p))
-			if got != want || gg != wg {
-				t.Fatalf("%s on %s: harness %v/%d, product %v/%d", p.Name, nd.Name, got, gg, want, wg)
+			product := sched.NewSharePlacer(sched.MixOf(reqs))
+			if product.Scarce() != (name == "pinned") {
+				t.Fatalf("Scarce() = %v on the %s pods", product.Scarce(), name)
 			}
-		}
-		if n, g := (&cached{sc: b}).choose(s, p); n >= 0 {
-			s.bind(n, p, g)
-		}
+			s := newPackState(nodes, 42)
+			for _, p := range pods[:50] {
+				free := map[string]int64{}
+				for n, nd := range nodes {
+					for _, f := range s.free[n] {
+						free[nd.Model] += int64(f)
+					}
+				}
+				for n := range nodes {
+					if !s.fits(n, p) {
+						continue
+					}
+					got, gg := b.score(s, n, p)
+					nd := nodes[n]
+					want, wg := product.Score(sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]},
+						shareRequest(p))
+					if got != want || gg != wg {
+						t.Fatalf("%s on %s: harness %v/%d, product %v/%d", p.Name, nd.Name, got, gg, want, wg)
+					}
+					if got, want := b.fleet(s, n, p), -product.Reserve(nd.Model, free[nd.Model], shareRequest(p)); got != want {
+						t.Fatalf("%s on %s: harness reserve %v, product %v", p.Name, nd.Name, got, want)
+					}
+				}
+				if n, g := (&cached{sc: b}).choose(s, p); n >= 0 {
+					s.bind(n, p, g)
+				}
+			}
+		})
 	}
 }
