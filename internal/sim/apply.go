@@ -142,7 +142,7 @@ func (r *run) exit(j *jobRun) {
 	j.job.PreemptCount++
 	r.pending++
 	r.sync(j)
-	if r.shortGPUs > 0.5 {
+	if r.shortGPUs > shortEpsilon {
 		r.dirty = true // its GPUs may be what an inference replica waits for
 	} else {
 		r.dirtySlow = true

@@ -115,6 +115,11 @@ func (s *Store) waitTurn(ctx context.Context, sess *concurrency.Session, pfx str
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		select {
+		case <-sess.Done(): // our key went with the lease: no place left to wait in
+			return errors.New("the election session expired")
+		default:
+		}
 	}
 }
 
