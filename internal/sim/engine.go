@@ -314,11 +314,11 @@ func (r *run) svcTerm(s *svcRun, sign float64) {
 	}
 }
 
-// waiting reports whether any work is unplaced: then passes keep running.
 // shortEpsilon is half a milli: a share replica missing counts as short,
 // the float residue of adding and taking the same shares does not.
 const shortEpsilon = 0.0005
 
+// waiting reports whether any work is unplaced: then passes keep running.
 func (r *run) waiting() bool { return r.pending > 0 || r.shortGPUs > shortEpsilon }
 
 // pull takes the next job from the source and schedules its arrival.
