@@ -185,11 +185,11 @@ func (a *Agent) visible(m model.GPUMask) []string {
 // another share still running; the share starts when one is free.
 var errMIGBusy = errors.New("every MIG instance large enough is in use")
 
-// migFor picks the MIG instance a share runs on: the smallest free one
-// that holds it. Nil for whole GPUs and for GPUs without MIG. The
-// scheduler counts a GPU in milli; a partitioned GPU can only give what
-// its instances are, so a share no instance can hold fails to start with
-// the layout in its error.
+// migFor picks the MIG instance a share runs on: the one its allocation
+// names (the scheduler chose it from the layout this agent reported), or,
+// when it names none, the smallest free one that holds it. Nil for whole
+// GPUs and for GPUs without MIG. A share no instance can hold (the GPU
+// repartitioned since) fails to start with the layout in its error.
 func (a *Agent) migFor(d model.DesiredAlloc) (*gpu.MIGInstance, error) {
 	g := gpuIndex(d.GPUs)
 	if d.GPUMilli == 0 || g >= len(a.inv.Devices) || len(a.inv.Devices[g].MIG) == 0 {
@@ -201,17 +201,18 @@ func (a *Agent) migFor(d model.DesiredAlloc) (*gpu.MIGInstance, error) {
 			held[p.mig] = true
 		}
 	}
+	insts := a.inv.Devices[g].MIG
 	var best *gpu.MIGInstance
 	var layout []string
 	fits := false
-	for i, mi := range a.inv.Devices[g].MIG {
+	for i, mi := range insts {
 		layout = append(layout, mi.Profile())
-		if mi.Milli() < d.GPUMilli {
+		if mi.Milli() < d.GPUMilli || d.MIGInstance > 0 && i != d.MIGInstance-1 {
 			continue
 		}
 		fits = true
 		if !held[mi.UUID] && (best == nil || mi.Milli() < best.Milli()) {
-			best = &a.inv.Devices[g].MIG[i]
+			best = &insts[i]
 		}
 	}
 	switch {
@@ -219,9 +220,12 @@ func (a *Agent) migFor(d model.DesiredAlloc) (*gpu.MIGInstance, error) {
 		return best, nil
 	case fits:
 		return nil, errMIGBusy
+	case d.MIGInstance > 0:
+		return nil, fmt.Errorf("GPU %d is MIG-partitioned (%s): it has no instance %d that holds %dm (repartitioned?)",
+			g, strings.Join(layout, " "), d.MIGInstance, d.GPUMilli)
 	}
 	return nil, fmt.Errorf("GPU %d is MIG-partitioned (%s) and no instance holds %dm: repartition it or ask for at most %dm",
-		g, strings.Join(layout, " "), d.GPUMilli, largestMIG(a.inv.Devices[g].MIG))
+		g, strings.Join(layout, " "), d.GPUMilli, largestMIG(insts))
 }
 
 func largestMIG(ms []gpu.MIGInstance) int {

@@ -117,3 +117,33 @@ func waitForLog(t *testing.T, a *Agent, id, marker string) string {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestShareRunsOnItsNamedInstance: an allocation that names its instance
+// (the scheduler's choice) runs there, not on the smallest that holds it;
+// it waits while another share holds that instance, and fails to start
+// if the GPU no longer has it.
+func TestShareRunsOnItsNamedInstance(t *testing.T) {
+	a := migAgent(t)
+	inst := a.inv.Devices[0].MIG
+	named := func(id string, milli, num int) model.DesiredAlloc {
+		d := migShare(id, milli, 1, "/bin/sh", "-c", "env; sleep 30")
+		d.MIGInstance = num
+		return d
+	}
+	a.mu.Lock()
+	p := a.launch(named("s1", 100, 1)) // the 3g, though a 1g holds 100m
+	a.allocs["s1"] = p
+	_, busy := a.migFor(named("s2", 100, 1))
+	_, gone := a.migFor(named("s3", 100, 9))
+	a.mu.Unlock()
+	env := waitForLog(t, a, "s1", "BERTH_MIG_INSTANCE")
+	if !strings.Contains(env, "CUDA_VISIBLE_DEVICES="+inst[0].UUID+"\n") {
+		t.Fatalf("s1 named instance 1 (%s):\n%s", inst[0].UUID, env)
+	}
+	if !errors.Is(busy, errMIGBusy) {
+		t.Fatalf("a share naming the held instance 1: %v, want it to wait", busy)
+	}
+	if gone == nil || errors.Is(gone, errMIGBusy) || !strings.Contains(gone.Error(), "no instance 9") {
+		t.Fatalf("a share naming instance 9 of 4: %v, want a start failure naming it", gone)
+	}
+}

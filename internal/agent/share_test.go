@@ -138,6 +138,11 @@ func TestSharesRespectTheMIGLayout(t *testing.T) {
 	if !strings.Contains(env, "BERTH_MIG_INSTANCE=3g.") || !strings.Contains(env, "CUDA_VISIBLE_DEVICES=MIG-") {
 		t.Fatalf("the 400m share does not run on a 3g instance:\n%s", env)
 	}
+	for _, a := range f.job(fits).Allocations {
+		if a.ID == id && a.MIGInstance != 1 {
+			t.Fatalf("the allocation records MIG instance %d, want 1 (the 3g)", a.MIGInstance)
+		}
+	}
 	top, err := f.api.Topology(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	nodes := make([]string, 0, len(b.Parts))
 	for _, pt := range b.Parts {
 		ch.txn.Unchanged(store.Nodes, pt.Node, in.rev)
-		ch.addAlloc(model.Allocation{ID: newID("a", now), NodeID: pt.Node, GPUs: pt.GPUs, GPUMilli: pt.GPUMilli, CPUMilli: pt.CPUMilli,
+		ch.addAlloc(model.Allocation{ID: newID("a", now), NodeID: pt.Node, GPUs: pt.GPUs, GPUMilli: pt.GPUMilli, MIGInstance: pt.MIGInstance, CPUMilli: pt.CPUMilli,
 			MemoryMiB: pt.MemoryMiB, OwnerKind: b.Kind, OwnerID: b.OwnerID, Replica: b.Replica,
 			Preemptible: b.Preemptible, Borrowed: b.Borrowed, Reservation: b.Reservation, CreatedAt: now})
 		if pt.GPUMilli > 0 {

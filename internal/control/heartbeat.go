@@ -150,7 +150,7 @@ func (c *Controller) orders(node string, fence int64) model.NodeOrders {
 		}
 		for _, a := range v.AllocationsOn(node) {
 			d := model.DesiredAlloc{ID: a.ID, OwnerKind: a.OwnerKind, OwnerID: a.OwnerID, Replica: a.Replica,
-				GPUs: a.GPUs, GPUMilli: a.GPUMilli, CPUMilli: a.CPUMilli, MemoryMiB: a.MemoryMiB,
+				GPUs: a.GPUs, GPUMilli: a.GPUMilli, MIGInstance: a.MIGInstance, CPUMilli: a.CPUMilli, MemoryMiB: a.MemoryMiB,
 				Stop: a.Stopping, StopDeadline: a.StopDeadline, Kill: a.Killing}
 			if a.OwnerKind == model.OwnerInference {
 				if e, ok := v.Get(store.Deployments, a.OwnerID); ok {

@@ -20,11 +20,14 @@ type Allocation struct {
 	NodeID string  `json:"node_id"`
 	GPUs   GPUMask `json:"gpu_mask"`
 	// GPUMilli is the share of its one GPU (1-999), 0 for whole GPUs.
-	GPUMilli  int       `json:"gpu_milli,omitempty"`
-	CPUMilli  int64     `json:"cpu_milli"`
-	MemoryMiB int64     `json:"memory_mib"`
-	OwnerKind OwnerKind `json:"owner_kind"`
-	OwnerID   string    `json:"owner_id"`
+	GPUMilli int `json:"gpu_milli,omitempty"`
+	// MIGInstance is the MIG instance a share runs on, numbered from 1 in
+	// its GPU's layout (Node.MIG); 0 when the GPU is not partitioned.
+	MIGInstance int       `json:"mig_instance,omitempty"`
+	CPUMilli    int64     `json:"cpu_milli"`
+	MemoryMiB   int64     `json:"memory_mib"`
+	OwnerKind   OwnerKind `json:"owner_kind"`
+	OwnerID     string    `json:"owner_id"`
 	// Replica numbers an inference deployment's replicas; 0 for jobs.
 	Replica     int  `json:"replica,omitempty"`
 	Preemptible bool `json:"preemptible"`

@@ -77,10 +77,12 @@ type DesiredAlloc struct {
 	Replica   int       `json:"replica,omitempty"`
 	GPUs      GPUMask   `json:"gpu_mask"`
 	// GPUMilli is the share of the one GPU (MPS), 0 for whole GPUs.
-	GPUMilli  int       `json:"gpu_milli,omitempty"`
-	CPUMilli  int64     `json:"cpu_milli,omitempty"`
-	MemoryMiB int64     `json:"memory_mib,omitempty"`
-	Workload  *Workload `json:"workload,omitempty"`
+	GPUMilli int `json:"gpu_milli,omitempty"`
+	// MIGInstance is the MIG instance the share runs on (Allocation's).
+	MIGInstance int       `json:"mig_instance,omitempty"`
+	CPUMilli    int64     `json:"cpu_milli,omitempty"`
+	MemoryMiB   int64     `json:"memory_mib,omitempty"`
+	Workload    *Workload `json:"workload,omitempty"`
 	// CheckpointDir and Restore come from the job's checkpoint spec.
 	CheckpointDir string `json:"checkpoint_dir,omitempty"`
 	Restore       string `json:"restore,omitempty"`

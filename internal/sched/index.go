@@ -30,7 +30,7 @@ type Index struct {
 	shared map[int][]int
 	// migShares is, per MIG-partitioned GPU (node, GPU), the milli of each
 	// share on it: which of its instances are free follows (migFree).
-	migShares map[[2]int][]int
+	migShares map[[2]int][]migShare
 	// placer scores shares against the sharing pool's demand mix (nil
 	// until SetMix: each share is then measured against itself).
 	placer *SharePlacer
@@ -103,6 +103,7 @@ type journalEntry struct {
 	cpu, mem int64
 	assign   bool
 	milli    int // a share of the one GPU in mask; 0 for whole GPUs
+	inst     int // the share's MIG instance (from 1); 0 for none
 }
 
 // NewIndex builds the index for a snapshot under cfg (its pools and
@@ -171,7 +172,7 @@ func NewIndex(nodes []model.Node, allocs []model.Allocation, cfg Config) *Index 
 		}
 		ns := &ix.nodes[ni]
 		if a.GPUMilli > 0 {
-			ix.addShare(ni, a.GPUs, a.GPUMilli)
+			ix.addShare(ni, a.GPUs, a.GPUMilli, a.MIGInstance)
 		} else {
 			ns.free &^= a.GPUs
 			ns.addShape(a.GPUs.Count(), 1)
@@ -300,7 +301,7 @@ func (ix *Index) assign(i int, mask model.GPUMask, cpu, mem int64) {
 	ns.mem -= mem
 	ns.addShape(mask.Count(), 1)
 	ix.link(i)
-	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, true, 0})
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, true, 0, 0})
 }
 
 // release gives back what assign took.
@@ -313,7 +314,7 @@ func (ix *Index) release(i int, mask model.GPUMask, cpu, mem int64) {
 	ns.mem += mem
 	ns.addShape(mask.Count(), -1)
 	ix.link(i)
-	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, false, 0})
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, false, 0, 0})
 }
 
 // Checkpoint marks the current state; Rollback returns to it.
@@ -325,9 +326,9 @@ func (ix *Index) Rollback(cp int) {
 		e := ix.journal[len(ix.journal)-1]
 		switch {
 		case e.milli > 0 && e.assign:
-			ix.releaseShare(e.node, e.mask, e.milli, e.cpu, e.mem)
+			ix.releaseShare(e.node, e.mask, e.milli, e.inst, e.cpu, e.mem)
 		case e.milli > 0:
-			ix.assignShare(e.node, e.mask, e.milli, e.cpu, e.mem)
+			ix.assignShare(e.node, e.mask, e.milli, e.inst, e.cpu, e.mem)
 		case e.assign:
 			ix.release(e.node, e.mask, e.cpu, e.mem)
 		default:
@@ -348,7 +349,7 @@ func (ix *Index) Assign(a model.Allocation) bool {
 		if a.GPUs.Count() != 1 || ix.freeMilli(i, a.GPUs) < a.GPUMilli {
 			return false
 		}
-		ix.assignShare(i, a.GPUs, a.GPUMilli, a.CPUMilli, a.MemoryMiB)
+		ix.assignShare(i, a.GPUs, a.GPUMilli, a.MIGInstance, a.CPUMilli, a.MemoryMiB)
 		return true
 	}
 	if !ok || ix.nodes[i].free&a.GPUs != a.GPUs {
@@ -365,7 +366,7 @@ func (ix *Index) Release(a model.Allocation) bool {
 		return false
 	}
 	if a.GPUMilli > 0 {
-		ix.releaseShare(i, a.GPUs, a.GPUMilli, a.CPUMilli, a.MemoryMiB)
+		ix.releaseShare(i, a.GPUs, a.GPUMilli, a.MIGInstance, a.CPUMilli, a.MemoryMiB)
 		return true
 	}
 	ix.release(i, a.GPUs, a.CPUMilli, a.MemoryMiB)

@@ -101,7 +101,7 @@ func TestMIGFree(t *testing.T) {
 			}
 			ix := NewIndex(migFleet(), nil, Config{})
 			for _, a := range allocs {
-				ix.assignShare(ix.byID["n000"], a.GPUs, a.GPUMilli, 0, 0) // as the table has them, fitting or not
+				ix.assignShare(ix.byID["n000"], a.GPUs, a.GPUMilli, 0, 0, 0) // no instance recorded, fitting or not
 			}
 			if got := ix.migFree(0, 0); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
 				t.Fatalf("free instances %v, want %v", got, tt.want)
@@ -145,5 +145,43 @@ func TestMIGGPUsStayWithShares(t *testing.T) {
 	two := wholeReq("two", 1)
 	if pl, why := ix.Place(&two, pools); why == nil {
 		t.Fatalf("a second 1-GPU job took %+v: only the partitioned GPU is left", pl)
+	}
+}
+
+// A share keeps the instance it was given: the index knows which one, so
+// it agrees with the node after shares leave in any order. On 428+285,
+// two 250s take the 285 and then the 428; when the first leaves, the 285
+// is free, not the 428, and a 400 waits.
+func TestMIGInstancesAreRecorded(t *testing.T) {
+	nodes := shareFleet("sharing", 0, 1, 1)
+	nodes[0].MIG = [][]int{{428, 285}}
+	ix := NewIndex(nodes, nil, Config{})
+	var parts []Part
+	for _, id := range []string{"a", "b"} {
+		r := shareReq(id, 250)
+		pl, why := ix.Place(&r, Pools{})
+		if why != nil {
+			t.Fatal(why)
+		}
+		parts = append(parts, pl.Parts[0])
+	}
+	if parts[0].MIGInstance != 2 || parts[1].MIGInstance != 1 {
+		t.Fatalf("instances %d and %d, want 2 (the 285) then 1 (the 428)", parts[0].MIGInstance, parts[1].MIGInstance)
+	}
+	a := model.Allocation{ID: "a", NodeID: "n000", GPUs: parts[0].GPUs, GPUMilli: 250, MIGInstance: parts[0].MIGInstance}
+	if !ix.Release(a) {
+		t.Fatal("release refused")
+	}
+	if got := milliOf(t, ix, "n000", 0); got != 285 {
+		t.Fatalf("after the first share leaves: %d free for one share, want 285 (the 428 is still held)", got)
+	}
+	big := shareReq("big", 400)
+	if _, why := ix.Place(&big, Pools{}); why == nil {
+		t.Fatal("a 400m share was placed: only the 285 is free")
+	}
+	// The same, from the table: allocations name their instances.
+	b := model.Allocation{ID: "b", NodeID: "n000", GPUs: parts[1].GPUs, GPUMilli: 250, MIGInstance: 1}
+	if got := NewIndex(nodes, []model.Allocation{b}, Config{}).migFree(0, 0); !slices.Equal(got, []int{285}) {
+		t.Fatalf("index from the table: free instances %v, want [285]", got)
 	}
 }

@@ -8,11 +8,14 @@ import (
 
 // Part is the piece of a placement on one node.
 type Part struct {
-	Node      string        `json:"node"`
-	GPUs      model.GPUMask `json:"gpu_mask"`
-	GPUMilli  int           `json:"gpu_milli,omitempty"` // a share of its one GPU
-	CPUMilli  int64         `json:"cpu_milli"`
-	MemoryMiB int64         `json:"memory_mib"`
+	Node     string        `json:"node"`
+	GPUs     model.GPUMask `json:"gpu_mask"`
+	GPUMilli int           `json:"gpu_milli,omitempty"` // a share of its one GPU
+	// MIGInstance is the MIG instance the share takes (from 1), on a
+	// partitioned GPU.
+	MIGInstance int   `json:"mig_instance,omitempty"`
+	CPUMilli    int64 `json:"cpu_milli"`
+	MemoryMiB   int64 `json:"memory_mib"`
 }
 
 // Placement is where a request goes: one part per node.

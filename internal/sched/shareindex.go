@@ -12,8 +12,9 @@ import (
 func gpuOf(mask model.GPUMask) int { return bits.TrailingZeros64(uint64(mask)) }
 
 // addShare records a share while building the index (no journal, no
-// relinking: NewIndex links every node once at the end).
-func (ix *Index) addShare(i int, mask model.GPUMask, milli int) {
+// relinking: NewIndex links every node once at the end). inst is its MIG
+// instance (from 1), 0 when none was recorded.
+func (ix *Index) addShare(i int, mask model.GPUMask, milli, inst int) {
 	ns := &ix.nodes[i]
 	if ix.shared == nil {
 		ix.shared = map[int][]int{}
@@ -34,28 +35,75 @@ func (ix *Index) addShare(i int, mask model.GPUMask, milli int) {
 	used[g] += milli
 	if ns.node.Partitioned(g) {
 		if ix.migShares == nil {
-			ix.migShares = map[[2]int][]int{}
+			ix.migShares = map[[2]int][]migShare{}
 		}
-		ix.migShares[[2]int{i, g}] = append(ix.migShares[[2]int{i, g}], milli)
+		ix.migShares[[2]int{i, g}] = append(ix.migShares[[2]int{i, g}], migShare{milli, inst})
 	}
 }
 
-// migFree lists the free MIG instances of GPU g on node i, smallest
-// first: the shares on it, largest first, each take the smallest
-// instance that holds it, as the agent assigns them. (Taking the
-// smallest that holds is never worse: any assignment can be exchanged
-// into it.) A share no free instance holds, left from before a
-// repartition, takes the largest, so as not to promise what is not there.
-func (ix *Index) migFree(i, g int) []int {
-	free := slices.Clone(ix.nodes[i].node.MIG[g])
-	slices.Sort(free)
-	shares := slices.Clone(ix.migShares[[2]int{i, g}])
-	slices.Sort(shares)
-	for k := len(shares) - 1; k >= 0 && len(free) > 0; k-- {
-		j, _ := slices.BinarySearch(free, shares[k])
-		free = slices.Delete(free, min(j, len(free)-1), min(j, len(free)-1)+1)
+// migShare is a share on a MIG-partitioned GPU and the instance it holds.
+type migShare struct{ milli, inst int }
+
+// migInstance is one of a GPU's MIG instances: its milli and its number
+// (from 1) in the node's layout.
+type migInstance struct{ milli, num int }
+
+// migFreeInstances lists the free MIG instances of GPU g on node i,
+// smallest first. A share holds the instance its allocation names; the
+// agent runs it there and it stays there, so the table and the node agree
+// on which instances are free. A share naming none (or one the layout no
+// longer has, after a repartition), largest first, takes the smallest
+// instance left that holds it, and if none does the largest, so as not
+// to promise what is not there.
+func (ix *Index) migFreeInstances(i, g int) []migInstance {
+	layout := ix.nodes[i].node.MIG[g]
+	free := make([]migInstance, len(layout))
+	for k, m := range layout {
+		free[k] = migInstance{m, k + 1}
+	}
+	slices.SortStableFunc(free, func(a, b migInstance) int { return a.milli - b.milli })
+	var loose []int
+	for _, sh := range ix.migShares[[2]int{i, g}] {
+		k := slices.IndexFunc(free, func(m migInstance) bool { return m.num == sh.inst })
+		if sh.inst == 0 || k < 0 {
+			loose = append(loose, sh.milli)
+			continue
+		}
+		free = slices.Delete(free, k, k+1)
+	}
+	slices.Sort(loose)
+	for k := len(loose) - 1; k >= 0 && len(free) > 0; k-- {
+		j := slices.IndexFunc(free, func(m migInstance) bool { return m.milli >= loose[k] })
+		if j < 0 {
+			j = len(free) - 1
+		}
+		free = slices.Delete(free, j, j+1)
 	}
 	return free
+}
+
+// migFree is migFreeInstances as milli, smallest first.
+func (ix *Index) migFree(i, g int) []int {
+	free := ix.migFreeInstances(i, g)
+	out := make([]int, len(free))
+	for k, m := range free {
+		out[k] = m.milli
+	}
+	return out
+}
+
+// migPick is the instance a share of milli takes on GPU g of node i: the
+// smallest free one that holds it (0 when the GPU is not partitioned).
+func (ix *Index) migPick(i, g, milli int) int {
+	if !ix.nodes[i].node.Partitioned(g) {
+		return 0
+	}
+	for _, m := range ix.migFreeInstances(i, g) {
+		if m.milli >= milli {
+			return m.num
+		}
+	}
+	return 0
 }
 
 // freeMilli is what a GPU has left for shares: 1000 when free, the rest
@@ -84,21 +132,22 @@ func (ix *Index) freeMilli(i int, mask model.GPUMask) int {
 	return 0
 }
 
-// assignShare takes milli of one GPU (and cpu, memory) on node i.
-func (ix *Index) assignShare(i int, mask model.GPUMask, milli int, cpu, mem int64) {
+// assignShare takes milli of one GPU (and cpu, memory) on node i, on MIG
+// instance inst when the GPU is partitioned.
+func (ix *Index) assignShare(i int, mask model.GPUMask, milli, inst int, cpu, mem int64) {
 	ix.changes++
 	ix.unlink(i)
-	ix.addShare(i, mask, milli)
+	ix.addShare(i, mask, milli, inst)
 	ns := &ix.nodes[i]
 	ns.cpu -= cpu
 	ns.mem -= mem
 	ix.link(i)
-	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, true, milli})
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, true, milli, inst})
 }
 
 // releaseShare gives back what assignShare took; the GPU is whole-free
 // again when its last share leaves.
-func (ix *Index) releaseShare(i int, mask model.GPUMask, milli int, cpu, mem int64) {
+func (ix *Index) releaseShare(i int, mask model.GPUMask, milli, inst int, cpu, mem int64) {
 	ix.changes++
 	ix.unlink(i)
 	ns := &ix.nodes[i]
@@ -106,7 +155,7 @@ func (ix *Index) releaseShare(i int, mask model.GPUMask, milli int, cpu, mem int
 		g := gpuOf(mask)
 		if g < len(used) && used[g] > 0 {
 			if k := [2]int{i, g}; ns.node.Partitioned(g) {
-				if j := slices.Index(ix.migShares[k], milli); j >= 0 {
+				if j := slices.Index(ix.migShares[k], migShare{milli, inst}); j >= 0 {
 					ix.migShares[k] = slices.Delete(ix.migShares[k], j, j+1)
 				}
 			}
@@ -121,7 +170,7 @@ func (ix *Index) releaseShare(i int, mask model.GPUMask, milli int, cpu, mem int
 	ns.cpu += cpu
 	ns.mem += mem
 	ix.link(i)
-	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, false, milli})
+	ix.journal = append(ix.journal, journalEntry{i, mask, cpu, mem, false, milli, inst})
 }
 
 // SetMix sets the demand mix the share placer measures against.
@@ -203,8 +252,9 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 				req.GPUMilli, pool, most, at(mostAt))}
 	}
 	mask := model.GPUMask(1) << uint(bestGPU)
-	ix.assignShare(best, mask, req.GPUMilli, req.CPUMilli, req.MemoryMiB)
-	return Placement{Pool: pool, Parts: []Part{{Node: ix.nodes[best].node.ID, GPUs: mask, GPUMilli: req.GPUMilli,
+	inst := ix.migPick(best, bestGPU, req.GPUMilli)
+	ix.assignShare(best, mask, req.GPUMilli, inst, req.CPUMilli, req.MemoryMiB)
+	return Placement{Pool: pool, Parts: []Part{{Node: ix.nodes[best].node.ID, GPUs: mask, GPUMilli: req.GPUMilli, MIGInstance: inst,
 		CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB}}}, nil
 }
 

@@ -46,7 +46,7 @@ func (r *run) svc(id string) *svcRun {
 func (r *run) bind(b sched.Bind) {
 	var ids []string
 	for _, pt := range b.Parts {
-		ids = append(ids, r.addAlloc(model.Allocation{NodeID: pt.Node, GPUs: pt.GPUs, GPUMilli: pt.GPUMilli, CPUMilli: pt.CPUMilli, MemoryMiB: pt.MemoryMiB,
+		ids = append(ids, r.addAlloc(model.Allocation{NodeID: pt.Node, GPUs: pt.GPUs, GPUMilli: pt.GPUMilli, MIGInstance: pt.MIGInstance, CPUMilli: pt.CPUMilli, MemoryMiB: pt.MemoryMiB,
 			OwnerKind: b.Kind, OwnerID: b.OwnerID, Replica: b.Replica, Preemptible: b.Preemptible, Borrowed: b.Borrowed, Reservation: b.Reservation}))
 	}
 	if b.Kind == model.OwnerInference {
