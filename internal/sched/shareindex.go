@@ -203,45 +203,59 @@ func (ix *Index) shareNode(i int, buf []int) ShareNode {
 	return ShareNode{Model: ns.node.Model, CPUFree: ns.cpu, MemFree: ns.mem, Free: free, MIG: mig}
 }
 
-// placeShared places a share of one GPU in the sharing pool, where the
-// share placer (SharePlacer) picks the node and the GPU.
-func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
-	pool := pools.SharingPool()
-	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: 1, GPUMilli: req.GPUMilli, Models: req.Models}
+// bestShareNode scores, with the pool's share placer (the reserve for
+// scarce models included), every node of the pool that candidate accepts,
+// and returns the best and the GPU the placer chose there (-1, -1 if
+// none). Ties keep the first.
+func (ix *Index) bestShareNode(pool string, r ShareRequest, candidate func(i int, n ShareNode) bool) (int, int) {
 	placer := ix.placer
 	if placer == nil {
-		placer = NewSharePlacer(ShareMix{{CPUMilli: sreq.CPUMilli, MemoryMiB: sreq.MemoryMiB, GPUs: 1, GPUMilli: sreq.GPUMilli, Models: sreq.Models, P: 1}})
+		placer = NewSharePlacer(ShareMix{{CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, GPUs: r.GPUs, GPUMilli: r.GPUMilli, Models: r.Models, P: 1}})
 	}
 	var buf [model.MaxGPUsPerNode]int
-	best, bestGPU, members, most := -1, -1, 0, 0
-	mostAt := ""
+	best, bestGPU := -1, -1
 	var bestScore float64
 	seen := seenStates{}
 	byModel := ix.freeByModel(pool, placer)
 	for i := range ix.nodes {
 		ns := &ix.nodes[i]
-		if ns.node.Pool != pool || !ns.eligible || opts.exclude[i] {
+		if ns.node.Pool != pool || !ns.eligible {
 			continue
 		}
-		members++
 		n := ix.shareNode(i, buf[:])
-		if !req.AcceptsModel(n.Model) {
+		if !candidate(i, n) || seen.dup(n) {
 			continue
 		}
-		for g, f := range n.Free {
-			if f > most && n.CPUFree >= sreq.CPUMilli && n.MemFree >= sreq.MemoryMiB {
-				most, mostAt = f, fmt.Sprintf("%s GPU %d", ns.node.ID, g)
-			}
-		}
-		if !ShareFits(n, sreq) || seen.dup(n) {
-			continue
-		}
-		sc, g := placer.Score(n, sreq)
-		sc -= placer.Reserve(n.Model, byModel[n.Model], sreq)
+		sc, g := placer.Score(n, r)
+		sc -= placer.Reserve(n.Model, byModel[n.Model], r)
 		if best < 0 || sc > bestScore {
 			best, bestGPU, bestScore = i, g, sc
 		}
 	}
+	return best, bestGPU
+}
+
+// placeShared places a share of one GPU in the sharing pool, where the
+// share placer (SharePlacer) picks the node and the GPU.
+func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
+	pool := pools.SharingPool()
+	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: 1, GPUMilli: req.GPUMilli, Models: req.Models}
+	members, most, mostAt := 0, 0, ""
+	best, bestGPU := ix.bestShareNode(pool, sreq, func(i int, n ShareNode) bool {
+		if opts.exclude[i] {
+			return false
+		}
+		members++
+		if !req.AcceptsModel(n.Model) {
+			return false
+		}
+		for g, f := range n.Free {
+			if f > most && n.CPUFree >= sreq.CPUMilli && n.MemFree >= sreq.MemoryMiB {
+				most, mostAt = f, fmt.Sprintf("%s GPU %d", ix.nodes[i].node.ID, g)
+			}
+		}
+		return ShareFits(n, sreq)
+	})
 	if best < 0 {
 		if members == 0 {
 			return Placement{}, &Reason{Code: ReasonUnschedulable, Constraint: "pool",
@@ -267,30 +281,9 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 func (pl *placer) placeSharing(pool string) bool {
 	ix, req, k := pl.ix, pl.req, pl.req.GPUs
 	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: k, GPUMilli: 1000, Models: req.Models}
-	placer := ix.placer
-	if placer == nil {
-		placer = NewSharePlacer(ShareMix{{CPUMilli: sreq.CPUMilli, MemoryMiB: sreq.MemoryMiB, GPUs: k, GPUMilli: 1000, Models: sreq.Models, P: 1}})
-	}
-	var buf [model.MaxGPUsPerNode]int
-	best := -1
-	var bestScore float64
-	seen := seenStates{}
-	byModel := ix.freeByModel(pool, placer)
-	for i := range ix.nodes {
-		ns := &ix.nodes[i]
-		if ns.node.Pool != pool || !ns.eligible || ix.wholeForShared(i).Count() < k || !req.AcceptsModel(ns.node.Model) || !pl.fit(i, k) {
-			continue
-		}
-		n := ix.shareNode(i, buf[:])
-		if seen.dup(n) {
-			continue
-		}
-		sc, _ := placer.Score(n, sreq)
-		sc -= placer.Reserve(n.Model, byModel[n.Model], sreq)
-		if best < 0 || sc > bestScore {
-			best, bestScore = i, sc
-		}
-	}
+	best, _ := ix.bestShareNode(pool, sreq, func(i int, n ShareNode) bool {
+		return ix.wholeForShared(i).Count() >= k && req.AcceptsModel(n.Model) && pl.fit(i, k)
+	})
 	if best < 0 {
 		return false
 	}
