@@ -21,9 +21,11 @@ import (
 // milli that one more request of each type could not use) plus the milli
 // stranded by CPU and memory (free milli that a run of requests of each
 // type could not use). The mix keeps the rare multi-GPU types, so
-// breaking a whole node costs something. On Alibaba's openb trace this
-// leaves far less GPU capacity stranded than FGD itself; BENCHMARKS.md
-// has the figures and docs/sharing.md the method.
+// breaking a whole node costs something. Callers also subtract the
+// reserve for scarce GPU models (share_reserve.go), which depends on the
+// pool's free GPUs, not on the node alone. On Alibaba's openb trace and
+// its variants this leaves far less GPU capacity stranded than FGD
+// itself; BENCHMARKS.md has the figures and docs/sharing.md the method.
 
 // ShareType is one kind of request in the demand mix and its frequency.
 type ShareType struct {
@@ -214,10 +216,10 @@ func NewSharePlacer(mix ShareMix) *SharePlacer {
 }
 
 // Score scores placing r on n: higher is better, by how little GPU value
-// a fraction spends (valueWeight × gapValue.spent) and then by how
-// little the placement grows the node's Cost. For a fraction it also returns the GPU
-// to use (every GPU that fits is tried, ties to the tightest); whole GPUs
-// are the lowest-index free ones (gpu −1). The caller has checked
+// a fraction spends (valueWeight × gapValue.spent) and then by how little
+// the placement grows the node's Cost. For a fraction it also returns the
+// GPU to use (every GPU that fits is tried, ties to the tightest); whole
+// GPUs are the lowest-index free ones (gpu −1). The caller has checked
 // ShareFits.
 func (p *SharePlacer) Score(n ShareNode, r ShareRequest) (float64, int) {
 	return p.ScoreFrom(n, r, p.Cost(n))
