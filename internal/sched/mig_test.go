@@ -32,7 +32,7 @@ func TestMIGSharesFitInstances(t *testing.T) {
 		return why
 	}
 	ix := oneGPU()
-	if why := place(ix, 500); why == nil || !strings.Contains(why.Message, "is 428") {
+	if why := place(ix, 500); why == nil || !strings.Contains(why.Message, "is 428 (n000 GPU 0: its largest free MIG instance)") {
 		t.Fatalf("a 500m share on 3g+2g+1g+1g: %v, want a reason naming the 428m instance", why)
 	}
 	// Four 100s fill the four instances, 600 milli unused.

@@ -240,7 +240,7 @@ func (ix *Index) bestShareNode(pool string, r ShareRequest, candidate func(i int
 func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
 	pool := pools.SharingPool()
 	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: 1, GPUMilli: req.GPUMilli, Models: req.Models}
-	members, most, mostAt := 0, 0, ""
+	members, most, mostAt, mostMIG := 0, 0, "", false
 	best, bestGPU := ix.bestShareNode(pool, sreq, func(i int, n ShareNode) bool {
 		if opts.exclude[i] {
 			return false
@@ -251,7 +251,7 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 		}
 		for g, f := range n.Free {
 			if f > most && n.CPUFree >= sreq.CPUMilli && n.MemFree >= sreq.MemoryMiB {
-				most, mostAt = f, fmt.Sprintf("%s GPU %d", ix.nodes[i].node.ID, g)
+				most, mostAt, mostMIG = f, fmt.Sprintf("%s GPU %d", ix.nodes[i].node.ID, g), n.partitioned(g)
 			}
 		}
 		return ShareFits(n, sreq)
@@ -261,9 +261,13 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 			return Placement{}, &Reason{Code: ReasonUnschedulable, Constraint: "pool",
 				Message: fmt.Sprintf("needs %d milli of one GPU in the sharing pool %q, which has no schedulable node (agents join it with --pool %s)", req.GPUMilli, pool, pool)}
 		}
+		where := at(mostAt)
+		if mostMIG {
+			where = " (" + mostAt + ": its largest free MIG instance)"
+		}
 		return Placement{}, &Reason{Code: ReasonUnschedulable, Constraint: "gpu_milli", BestAt: mostAt,
 			Message: fmt.Sprintf("needs %d milli of one GPU in the sharing pool %q; the most free on one GPU there (with the cpu and memory asked) is %d%s",
-				req.GPUMilli, pool, most, at(mostAt))}
+				req.GPUMilli, pool, most, where)}
 	}
 	mask := model.GPUMask(1) << uint(bestGPU)
 	inst := ix.migPick(best, bestGPU, req.GPUMilli)
