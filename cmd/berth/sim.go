@@ -44,6 +44,8 @@ Workloads:
   seed   the design's fleet and mix (128 × 8 H100, 4 pods), generated from
          --seed; every parameter in a YAML file (see: berth sim config),
          overridden with --config FILE
+  seed-correlated  seed with training arriving in business hours only
+  seed-heavy       seed with 20% more training and max_replicas +20%
   openb  Alibaba's openb GPU trace: --pods FILE --nodes FILE
   csv    a generic job list: --pods FILE (the jobs) with --nodes FILE (a node
          list in openb's format) or the seed fleet from --config
@@ -55,7 +57,7 @@ Policies: ` + strings.Join(sim.PolicyNames, ", "),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd.OutOrStdout(), cmd.ErrOrStderr(), o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.workload, "workload", "seed", "seed, openb or csv")
+	f.StringVar(&o.workload, "workload", "seed", "seed, seed-correlated, seed-heavy, openb or csv")
 	f.StringVar(&o.pods, "pods", "", "the pod or job list (openb, csv)")
 	f.StringVar(&o.nodes, "nodes", "", "the node list (openb, csv)")
 	f.StringVar(&o.config, "config", "", "YAML overriding the seed workload's defaults")
@@ -69,16 +71,19 @@ Policies: ` + strings.Join(sim.PolicyNames, ", "),
 }
 
 func loadWorkload(o simRunOptions) (*sim.Workload, error) {
-	switch o.workload {
-	case "seed":
-		c, err := sim.LoadSeedConfig(o.config)
+	if sim.IsSeedVariant(o.workload) {
+		c, err := sim.LoadSeedVariant(o.workload, o.config)
 		if err != nil {
 			return nil, err
 		}
 		if o.days > 0 {
 			c.Days = o.days
 		}
-		return sim.Seed(c, o.seed), nil
+		w := sim.Seed(c, o.seed)
+		w.Name = o.workload
+		return w, nil
+	}
+	switch o.workload {
 	case "openb":
 		if o.pods == "" || o.nodes == "" {
 			return nil, fmt.Errorf("--pods and --nodes: both are required for --workload openb (the trace ships as openb_pod_list_default.csv and openb_node_list_gpu_node.csv)")
@@ -104,7 +109,7 @@ func loadWorkload(o simRunOptions) (*sim.Workload, error) {
 		w.Trim(o.days)
 		return w, nil
 	}
-	return nil, fmt.Errorf("--workload: %q is not one of seed, openb, csv", o.workload)
+	return nil, fmt.Errorf("--workload: %q is not one of %s, openb, csv", o.workload, strings.Join(sim.SeedVariants(), ", "))
 }
 
 func csvNodes(o simRunOptions) ([]sim.Node, error) {

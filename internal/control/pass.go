@@ -223,3 +223,11 @@ func putDoc(ch *change, in *input, id string, v any) {
 	}
 	ch.txn.Put(store.Docs, id, v)
 }
+
+// Reservations are the last pass's reservations, as the table holds them:
+// the GPUs they keep are not free to new work.
+func (c *Controller) Reservations() []sched.Reservation {
+	var out []sched.Reservation
+	c.st.Cache().Read(func(v store.View) { readDoc(v, docReservations, &out) })
+	return out
+}

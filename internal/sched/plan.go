@@ -111,7 +111,7 @@ func PlanOn(ix *Index, s State, now time.Time) Decision {
 	for _, r := range p.reservations {
 		p.d.Reservations = append(p.d.Reservations, *r)
 	}
-	p.d.Topology = p.ix.SummaryWith(false, p.cfg.Pools.SharingPool()) // as decided: binds and holds in
+	p.d.Topology = p.ix.available(p.cfg.Pools, false) // as decided: binds and holds in
 	return p.d
 }
 

@@ -79,18 +79,13 @@ func largestPod(g *group) (int, int) {
 // Largest computes largest_placeable from the index's bucket and pod
 // totals: O(groups × buckets + pods), never a walk over nodes.
 func (ix *Index) Largest() Largest {
-	var l Largest
+	groups := make([]*group, 0, len(ix.groups))
 	for _, g := range ix.groups {
-		if !ix.counts(g) {
-			continue
+		if ix.counts(g) {
+			groups = append(groups, g)
 		}
-		n, _ := ix.largestNode(g)
-		p, _ := largestPod(g)
-		l.Node = max(l.Node, n)
-		l.Pod = max(l.Pod, p)
-		l.Any = max(l.Any, placeable(g.free, g.empties, g.size))
 	}
-	return l
+	return ix.largestOver(groups)
 }
 
 // Totals are the headline counts without the per-pod map: free GPUs, fully

@@ -29,7 +29,9 @@ func (s *Server) Topology() api.Topology {
 	nodes, allocs := s.fleet()
 	cfg := s.ctl.Config().Sched
 	ix := sched.NewIndex(nodes, allocs, cfg)
-	sum := ix.SummaryWith(true, cfg.Pools.SharingPool())
+	// The same figure the simulator samples: reserved GPUs out, and only
+	// the pools a new training job may use.
+	sum := sched.Available(ix, s.ctl.Reservations(), cfg, true)
 	t := api.Topology{LargestPlaceable: api.Largest(sum.LargestPlaceable), FreeNodesFull: sum.FreeNodesFull,
 		FreeByNode: sum.FreeByNode, FreeGPUs: sum.FreeGPUs, FragmentedGPUs: sum.FragmentedGPUs, FragTarget: sum.FragTarget,
 		Pods: []api.PodFree{}, SharedGPUs: sum.SharedGPUs, SharedFreeMilli: sum.SharedFreeMilli, LargestShare: sum.LargestShare}

@@ -19,9 +19,7 @@ func (r *run) apply(d sched.Decision) {
 			r.dropAlloc(id)
 		}
 		if sv := r.svc(s.OwnerID); sv != nil {
-			done := r.svcTerms(sv)
-			delete(sv.replicas, s.Replica)
-			done()
+			r.dropReplica(sv, s.Replica)
 		}
 	}
 	for _, p := range d.Preemptions {
@@ -43,6 +41,23 @@ func (r *run) svc(id string) *svcRun {
 	return nil
 }
 
+// split reports whether parts cross the boundary shape's topology asks to
+// stay inside: nodes for `node`, pods for `pod`. Such a tensor-parallel
+// placement pays the topology penalty on every step (§2, §6).
+func (r *run) split(shape model.Shape, parts []sched.Part) bool {
+	switch shape.Topology {
+	case model.TopologyNode:
+		return len(parts) > 1
+	case model.TopologyPod:
+		for _, pt := range parts[1:] {
+			if r.podOf[pt.Node] != r.podOf[parts[0].Node] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (r *run) bind(b sched.Bind) {
 	var ids []string
 	for _, pt := range b.Parts {
@@ -51,9 +66,7 @@ func (r *run) bind(b sched.Bind) {
 	}
 	if b.Kind == model.OwnerInference {
 		if s := r.svc(b.OwnerID); s != nil {
-			done := r.svcTerms(s)
-			s.replicas[b.Replica] = append(s.replicas[b.Replica], ids...)
-			done()
+			r.startReplica(s, b, ids)
 		}
 		return
 	}
@@ -64,12 +77,16 @@ func (r *run) bind(b sched.Bind) {
 	now := Epoch.Add(r.now)
 	if j.job.State == model.JobPending {
 		r.pending--
+		j.waited += r.now - j.queuedSince
 	}
 	j.job.State, j.job.StartedAt, j.job.LastCheckpointAt = model.JobRunning, now, now
 	r.sync(j)
-	j.allocs, j.runStart, j.stretch = ids, r.now, 1
-	if j.spec.Shape.Topology == model.TopologyNode && len(b.Parts) > 1 {
-		// Tensor parallelism across nodes: every step pays the §2 penalty.
+	j.allocs, j.runStart, j.stretch, j.gpus = ids, r.now, 1, 0
+	for _, pt := range b.Parts {
+		j.gpus += pt.GPUs.Count()
+	}
+	if r.split(j.spec.Shape, b.Parts) {
+		// Tensor parallelism across its boundary: every step pays.
 		j.stretch = 1 + r.opt.Penalty
 		j.penalty = float64(j.spec.Shape.GPUs) * (1 - 1/j.stretch)
 		r.penalty += j.penalty
@@ -77,10 +94,66 @@ func (r *run) bind(b sched.Bind) {
 	}
 	if !j.started {
 		j.started = true
-		r.m.queued(j, r.now-j.spec.Submit)
+		r.m.firstQueued(j, r.now-j.spec.Submit)
 	}
 	j.gen++
 	r.schedule(r.now+time.Duration(float64(j.remaining)*j.stretch), evFinish, j.idx, j.gen)
+}
+
+// startReplica records a bound replica; it serves once its model loads.
+func (r *run) startReplica(s *svcRun, b sched.Bind, ids []string) {
+	rep := s.replicas[b.Replica]
+	if rep == nil {
+		rep = &replica{weight: 1}
+		done := r.svcTerms(s)
+		s.replicas[b.Replica] = rep
+		done()
+	}
+	rep.allocs = append(rep.allocs, ids...)
+	if r.split(s.spec.Shape, b.Parts) {
+		rep.weight = 1 / (1 + r.opt.Penalty)
+		rep.penalty = shapeGPUs(s.spec.Shape) * (1 - rep.weight)
+		r.penalty += rep.penalty
+		r.m.stretched++
+	}
+	rep.gen++
+	r.schedule3(r.now+r.loadTime(s), evReady, r.svcByID[s.spec.ID], b.Replica, rep.gen)
+}
+
+// loadTime draws a replica's model load (zero when the workload sets none).
+func (r *run) loadTime(s *svcRun) time.Duration {
+	lo, hi := s.spec.Load[0], s.spec.Load[1]
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)+1))
+}
+
+func (r *run) replicaReady(svc, num, gen int) {
+	s := r.svcs[svc]
+	rep := s.replicas[num]
+	if rep == nil || rep.gen != gen || rep.ready {
+		return
+	}
+	done := r.svcTerms(s)
+	rep.ready = true
+	s.ready += rep.weight
+	done()
+}
+
+// dropReplica forgets a stopped replica.
+func (r *run) dropReplica(s *svcRun, num int) {
+	rep := s.replicas[num]
+	if rep == nil {
+		return
+	}
+	done := r.svcTerms(s)
+	if rep.ready {
+		s.ready -= rep.weight
+	}
+	r.penalty -= rep.penalty
+	delete(s.replicas, num)
+	done()
 }
 
 func (r *run) complete(j *jobRun) {
@@ -102,12 +175,13 @@ func (r *run) release(j *jobRun) {
 	j.penalty = 0
 }
 
-// preempt marks the job's allocations stopping; it checkpoints (R3: a fresh
-// checkpoint at stop, so only the restart is lost) and exits after writing
-// it, or at the deadline, whichever is first.
+// preempt marks the job's allocations stopping and starts its checkpoint
+// (R3: a fresh checkpoint at stop) on the shared storage. The job exits
+// when the write completes, or is killed at the deadline, whichever is
+// first.
 func (r *run) preempt(p sched.Preemption) {
 	j := r.job(p.JobID)
-	if j == nil || j.done {
+	if j == nil || j.done || j.stopping {
 		return
 	}
 	for _, id := range p.Allocations {
@@ -116,30 +190,75 @@ func (r *run) preempt(p sched.Preemption) {
 		}
 	}
 	j.gen++ // the finish event no longer applies
-	ran := r.now - j.runStart
-	j.remaining -= time.Duration(float64(ran) / j.stretch)
-	if j.remaining < 0 {
-		j.remaining = 0
-	}
-	write := time.Second
-	if j.job.Checkpoint != nil {
-		write = max(write, time.Duration(float64(j.job.Checkpoint.SizeBytes)/r.opt.StorageBandwidth*float64(time.Second)))
-	}
-	exitAt := min(r.now+write, p.Deadline.Sub(Epoch))
-	r.schedule(exitAt, evExit, j.idx, 0)
+	j.ran = r.now - j.runStart
+	j.stopAt = r.now
+	j.stopGen++
+	j.stopping = true
+	r.store.start(j.idx, float64(j.spec.CheckpointBytes), r.now)
+	r.kickStorage()
+	r.schedule(max(p.Deadline.Sub(Epoch), r.now), evKill, j.idx, j.stopGen)
 	r.recent = append(r.recent, sched.PreemptionRecord{At: Epoch.Add(r.now), JobID: p.JobID, GPUs: p.GPUs})
-	r.m.preempted(j, p, r.opt.RestartOverhead, r.job(p.For) == nil)
+	r.m.preempted(j, p, r.job(p.For) == nil)
 	j.preempts++
 }
 
-// exit: the preempted job is gone; it goes back to the queue with its
-// progress (less the restart it will pay) and preempt_count + 1.
-func (r *run) exit(j *jobRun) {
+// kickStorage schedules the storage's next look after its writes changed.
+func (r *run) kickStorage() {
+	r.store.gen++
+	if at := r.store.next(); at >= 0 {
+		r.schedule(at, evStorage, 0, r.store.gen)
+	}
+}
+
+// storageEvent completes the checkpoints written by now: those jobs exit
+// cleanly, their progress saved.
+func (r *run) storageEvent() {
+	r.store.advance(r.now)
+	for _, w := range r.store.finished() {
+		r.store.report(w, r.now, true)
+		if j := r.jobs[w.job]; j != nil && j.stopping {
+			r.exit(j, true)
+		}
+	}
+	r.kickStorage()
+}
+
+// kill: the deadline passed with the checkpoint unwritten. The job is
+// SIGKILLed and keeps only its last durable checkpoint.
+func (r *run) kill(j *jobRun) {
+	if w := r.store.cancel(j.idx, r.now); w != nil {
+		r.store.report(w, r.now, false)
+	}
+	r.kickStorage()
+	r.m.kills++
+	r.exit(j, false)
+}
+
+// exit: the preempted job is gone; it goes back to the queue with the
+// progress its checkpoint saved (all of it when the preemption checkpoint
+// completed, else up to its last durable one), pays a restart, and has
+// preempt_count + 1.
+func (r *run) exit(j *jobRun, clean bool) {
+	j.stopGen++ // a pending kill no longer applies
+	j.stopping = false
+	kept := j.ran
+	if !clean {
+		every := j.spec.DurableEvery
+		if every <= 0 {
+			every = DefaultDurableEvery
+		}
+		kept = j.ran / every * every
+	}
+	j.remaining = max(j.remaining-time.Duration(float64(kept)/j.stretch), 0)
+	restart := r.restartTime()
+	j.remaining += restart
+	gpus := float64(j.gpus)
+	r.m.lost += gpus * ((j.ran - kept) + (r.now - j.stopAt) + restart).Hours()
 	r.release(j)
-	j.remaining += r.opt.RestartOverhead
 	j.job.State, j.job.QueuedAt = model.JobPending, Epoch.Add(r.now)
 	j.job.StartedAt = time.Time{}
 	j.job.PreemptCount++
+	j.queuedSince = r.now
 	r.pending++
 	r.sync(j)
 	if r.shortGPUs > shortEpsilon {
@@ -149,19 +268,34 @@ func (r *run) exit(j *jobRun) {
 	}
 }
 
+func (r *run) restartTime() time.Duration {
+	lo, hi := r.opt.Restart[0], r.opt.Restart[1]
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)+1))
+}
+
 // relocate starts the replica's new copy; the old one drains once the new
-// one is ready (make before break), after the readiness window.
+// one has loaded its model and is ready (make before break).
 func (r *run) relocate(rel sched.Relocation) {
+	s := r.svc(rel.Deployment)
 	for _, pt := range rel.To.Parts {
 		id := r.addAlloc(model.Allocation{NodeID: pt.Node, GPUs: pt.GPUs, OwnerKind: model.OwnerInference, OwnerID: rel.Deployment, Replica: rel.Replica})
-		if s := r.svc(rel.Deployment); s != nil {
-			s.replicas[rel.Replica] = append(s.replicas[rel.Replica], id)
+		if s != nil {
+			if rep := s.replicas[rel.Replica]; rep != nil {
+				rep.allocs = append(rep.allocs, id)
+			}
 		}
 	}
 	r.relocSeq++
 	r.relocs[r.relocSeq] = rel
 	r.m.relocations++
-	r.schedule(r.now+r.opt.ReadyWithin, evRelocate, r.relocSeq, 0)
+	load := time.Duration(0)
+	if s != nil {
+		load = r.loadTime(s)
+	}
+	r.schedule(r.now+load, evRelocate, r.relocSeq, 0)
 }
 
 func (r *run) finishRelocation(i int) {
@@ -176,13 +310,15 @@ func (r *run) finishRelocation(i int) {
 		r.dropAlloc(id)
 	}
 	if s := r.svc(rel.Deployment); s != nil {
-		var keep []string
-		for _, id := range s.replicas[rel.Replica] {
-			if !old[id] {
-				keep = append(keep, id)
+		if rep := s.replicas[rel.Replica]; rep != nil {
+			var keep []string
+			for _, id := range rep.allocs {
+				if !old[id] {
+					keep = append(keep, id)
+				}
 			}
+			rep.allocs = keep
 		}
-		s.replicas[rel.Replica] = keep
 	}
 	r.dirty = true
 }

@@ -43,15 +43,19 @@ func (b *baseline) Name() string { return b.name }
 
 func (b *baseline) Prepare(w *Workload) ([]model.Node, sched.Config, string) {
 	nodes := append([]model.Node(nil), w.Nodes...)
-	if b.split {
-		for i := range nodes {
-			nodes[i].Pool = "training"
-			if i >= len(nodes)/2 {
-				nodes[i].Pool = "inference"
-			}
-		}
+	if !b.split {
+		return nodes, sched.Config{}, ""
 	}
-	return nodes, sched.Config{}, ""
+	// The inference side is sized the way berth sizes its inference pool:
+	// the deployments' declared max_replicas × replica GPUs (the same
+	// information, given to both), at most the fleet.
+	pools := sched.Pools{Training: "training", Inference: "inference"}
+	labels, _ := sched.SizePools(nodes, declared(w), sched.Pools{Training: "training", Inference: "inference", InferenceMinGPUs: 1}, 0)
+	for i := range nodes {
+		nodes[i].Pool = labels[nodes[i].ID]
+	}
+	// The config only tells the measures which side a new job may use.
+	return nodes, sched.Config{Pools: pools}, ""
 }
 
 // freeNode is a baseline's view of one node.

@@ -3,6 +3,7 @@ package sim
 import (
 	"container/heap"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -31,13 +32,15 @@ type Options struct {
 	PassEvery time.Duration
 	// SampleEvery is the time series' resolution. Default 10m.
 	SampleEvery time.Duration
-	// RestartOverhead is the progress a preempted job loses: teardown,
-	// requeue, restart and reload (§7: 60-120 s). Default 90s.
-	RestartOverhead time.Duration
+	// Restart is the range a preempted job's restart overhead is drawn
+	// from, uniformly, at every preemption: teardown, requeue, restart
+	// and reload (§7: 60-120 s). Default [60s, 120s].
+	Restart [2]time.Duration
 	// ReadyWithin is the inference SLO: capacity within this long of
 	// demand (§1). Default 60s.
 	ReadyWithin time.Duration
-	// StorageBandwidth for checkpoint writes, bytes/s. Default 200 GB/s.
+	// StorageBandwidth for checkpoint writes, bytes/s, when the workload
+	// does not say. Default 200 GB/s.
 	StorageBandwidth float64
 	// Progress, when set, is called as simulated time advances.
 	Progress func(done, total time.Duration)
@@ -56,8 +59,8 @@ func (o Options) withDefaults() Options {
 	if o.SampleEvery == 0 {
 		o.SampleEvery = 10 * time.Minute
 	}
-	if o.RestartOverhead == 0 {
-		o.RestartOverhead = 90 * time.Second
+	if o.Restart == [2]time.Duration{} {
+		o.Restart = [2]time.Duration{60 * time.Second, 120 * time.Second}
 	}
 	if o.ReadyWithin == 0 {
 		o.ReadyWithin = time.Minute
@@ -115,10 +118,15 @@ type run struct {
 	dirtySlow    bool          // training arrived or finished
 	batch        time.Duration // the training tick
 
+	store storage
+	rng   *rand.Rand // restart overheads and model loads, seeded
+	podOf map[string]string
+
 	m *Metrics
 	// Running totals the metrics integrate between events: kept here so
 	// no event walks every allocation or service.
 	used                float64 // GPUs allocated (a share counts its fraction)
+	trainUsed           float64 // of which training and backfill
 	penalty             float64 // GPUs lost to topology penalties
 	wantGPUs, shortGPUs float64 // inference GPUs wanted, and missing
 }
@@ -132,23 +140,54 @@ type jobRun struct {
 	penalty   float64       // GPUs' worth of work lost to the stretch
 	runStart  time.Duration
 	allocs    []string
+	gpus      int
 	gen       int
 	started   bool
 	done      bool
 	preempts  int
+	// queuedSince is when the job last entered the queue; waited sums
+	// the waits already over (the first, and each after a requeue).
+	queuedSince, waited time.Duration
+	// stopAt is when its preemption was signalled; stopGen tells the
+	// deadline's kill event whether it still applies.
+	stopAt   time.Duration
+	stopGen  int
+	stopping bool
+	ran      time.Duration // wall time of the run the preemption ended
 }
 
 type svcRun struct {
 	spec     *ServiceSpec
 	dep      model.Deployment
-	replicas map[int][]string // replica → allocation ids
+	replicas map[int]*replica
+	// ready sums the ready replicas' weights: capacity that serves.
+	ready float64
+}
+
+// replica is one inference replica: its allocations, and whether its model
+// has loaded. A tensor-parallel replica a blind policy split over nodes
+// serves at 1/(1+penalty) of one.
+type replica struct {
+	allocs  []string
+	ready   bool
+	weight  float64
+	penalty float64 // GPUs' worth of its work lost to the split
+	gen     int
 }
 
 func newRun(w *Workload, pol Policy, opt Options) *run {
 	opt = opt.withDefaults()
 	nodes, cfg, note := pol.Prepare(w)
 	r := &run{w: w, pol: pol, opt: opt, cfg: cfg, nodes: nodes, where: map[string]int{}, jobs: map[int]*jobRun{}, byID: map[string]int{}, slot: map[int]int{},
-		relocs: map[int]sched.Relocation{}, svcByID: map[string]int{}, alive: map[int]bool{}, passAt: -1}
+		relocs: map[int]sched.Relocation{}, svcByID: map[string]int{}, alive: map[int]bool{}, passAt: -1,
+		rng: rand.New(rand.NewPCG(opt.Seed, 0x5e1f)), podOf: map[string]string{}}
+	r.store = storage{base: w.Storage.Bandwidth, episodes: w.Storage.Episodes}
+	if r.store.base == 0 {
+		r.store.base = opt.StorageBandwidth
+	}
+	for _, n := range nodes {
+		r.podOf[n.ID] = n.Pod
+	}
 	r.ix = sched.NewIndex(r.nodes, nil, cfg)
 	r.m = newMetrics(pol.Name(), w, r.nodes)
 	r.batch = opt.BatchTick
@@ -161,7 +200,7 @@ func newRun(w *Workload, pol Policy, opt Options) *run {
 	for i := range w.Services {
 		s := &w.Services[i]
 		r.svcByID[s.ID] = i
-		r.svcs = append(r.svcs, &svcRun{spec: s, replicas: map[int][]string{},
+		r.svcs = append(r.svcs, &svcRun{spec: s, replicas: map[int]*replica{},
 			dep: model.Deployment{ID: s.ID, ReplicaShape: s.Shape, MinReplicas: s.Min, MaxReplicas: s.Max, Priority: s.Priority}})
 		r.svcTerm(r.svcs[i], +1) // min_replicas are wanted from the start
 		for k, d := range s.Demand {
@@ -246,10 +285,6 @@ func (r *run) handle(e event) {
 		if j := r.jobs[e.a]; j != nil && j.gen == e.b && !j.done {
 			r.complete(j)
 		}
-	case evExit:
-		if j := r.jobs[e.a]; j != nil {
-			r.exit(j)
-		}
 	case evDemand:
 		s := r.svcs[e.a]
 		prev := s.dep.Target()
@@ -261,11 +296,21 @@ func (r *run) handle(e event) {
 		}
 		r.dirty = true
 	case evCheck:
-		if s := r.svcs[e.a]; len(s.replicas) >= min(e.b, s.dep.Target()) {
+		if s := r.svcs[e.a]; s.ready >= float64(min(e.b, s.dep.Target()))-1e-9 {
 			r.m.demandMet++
 		}
 	case evRelocate:
 		r.finishRelocation(e.a)
+	case evReady:
+		r.replicaReady(e.a, e.b, e.c)
+	case evStorage:
+		if e.b == r.store.gen {
+			r.storageEvent()
+		}
+	case evKill:
+		if j := r.jobs[e.a]; j != nil && j.stopping && j.stopGen == e.b {
+			r.kill(j)
+		}
 	case evSample:
 		r.m.sample(r)
 		r.schedule(r.now+r.opt.SampleEvery, evSample, 0, 0)
@@ -309,8 +354,8 @@ func (r *run) svcTerm(s *svcRun, sign float64) {
 	g := shapeGPUs(s.spec.Shape)
 	want := s.dep.Target()
 	r.wantGPUs += sign * float64(want) * g
-	if short := want - len(s.replicas); short > 0 {
-		r.shortGPUs += sign * float64(short) * g
+	if short := float64(want) - s.ready; short > shortEpsilon {
+		r.shortGPUs += sign * short * g
 	}
 }
 
@@ -332,7 +377,7 @@ func (r *run) pull() {
 // arrive admits the upcoming job and pulls the one after it.
 func (r *run) arrive(idx int) {
 	s := r.upcoming
-	j := &jobRun{idx: idx, spec: &s, remaining: s.Work, stretch: 1}
+	j := &jobRun{idx: idx, spec: &s, remaining: s.Work, stretch: 1, queuedSince: s.Submit}
 	j.job = model.Job{ID: s.ID, Team: s.Team, Shape: s.Shape, Priority: s.Priority, Preemptible: s.Preemptible,
 		MaxRuntime: s.MaxRuntime, State: model.JobPending, SubmittedAt: Epoch.Add(s.Submit)}
 	if s.Preemptible {
@@ -382,7 +427,7 @@ type View struct {
 
 func (r *run) view() *View {
 	s := sched.State{Nodes: r.nodes, Allocations: r.allocs, Reservations: r.reservations,
-		RecentPreemptions: r.recentWindow(), StorageBandwidth: r.opt.StorageBandwidth, Config: r.cfg}
+		RecentPreemptions: r.recentWindow(), StorageBandwidth: r.store.measured(), Config: r.cfg}
 	for _, k := range sortedKeys(r.relocs) {
 		s.Relocations = append(s.Relocations, r.relocs[k])
 	}
@@ -429,6 +474,9 @@ func (r *run) addAlloc(a model.Allocation) string {
 	r.where[a.ID] = len(r.allocs)
 	r.allocs = append(r.allocs, a)
 	r.used += gpusOf(a)
+	if a.OwnerKind != model.OwnerInference {
+		r.trainUsed += gpusOf(a)
+	}
 	return a.ID
 }
 
@@ -455,6 +503,9 @@ func (r *run) dropAlloc(id string) {
 	}
 	r.ix.Release(r.allocs[i])
 	r.used -= gpusOf(r.allocs[i])
+	if r.allocs[i].OwnerKind != model.OwnerInference {
+		r.trainUsed -= gpusOf(r.allocs[i])
+	}
 	last := len(r.allocs) - 1
 	r.allocs[i] = r.allocs[last]
 	r.where[r.allocs[i].ID] = i

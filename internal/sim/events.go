@@ -10,10 +10,12 @@ type eventKind int
 const (
 	evArrive   eventKind = iota // a job is submitted
 	evFinish                    // a running job completes (if gen still matches)
-	evExit                      // a preempted job has checkpointed and exited
 	evDemand                    // a service's wanted replicas change
 	evCheck                     // 60 s after a demand increase: was it met?
 	evRelocate                  // a relocated replica is ready; drain the old one
+	evReady                     // a replica's model has loaded (if gen still matches)
+	evStorage                   // a checkpoint write may have completed (if gen still matches)
+	evKill                      // a preemption's deadline passed (if stopGen still matches)
 	evSample                    // record the time series
 	evPass                      // a periodic scheduling pass while work waits
 )
@@ -23,6 +25,7 @@ type event struct {
 	seq  int // ties break in insertion order: runs are repeatable
 	kind eventKind
 	a, b int // job or service index, and a generation or demand index
+	c    int // a replica's generation (evReady)
 }
 
 type eventHeap []event
@@ -43,10 +46,12 @@ func (h *eventHeap) Pop() any {
 	return e
 }
 
-func (r *run) schedule(at time.Duration, kind eventKind, a, b int) {
+func (r *run) schedule(at time.Duration, kind eventKind, a, b int) { r.schedule3(at, kind, a, b, 0) }
+
+func (r *run) schedule3(at time.Duration, kind eventKind, a, b, c int) {
 	if kind != evSample && kind != evPass {
 		r.real++
 	}
 	r.seq++
-	heap.Push(&r.events, event{at: at, seq: r.seq, kind: kind, a: a, b: b})
+	heap.Push(&r.events, event{at: at, seq: r.seq, kind: kind, a: a, b: b, c: c})
 }

@@ -40,9 +40,13 @@ type Metrics struct {
 	JobsSubmitted    int `json:"jobs_submitted"`
 	JobsCompleted    int `json:"jobs_completed"`
 	JobsNeverStarted int `json:"jobs_never_started"`
-	// QueueHours by size class (<8, 8-63, 64-255, ≥256 GPUs); jobs that
-	// never started count with the wait they had at the end.
+	// QueueHours by size class (<8, 8-63, <64, 64-255, ≥256 GPUs): every
+	// wait of a job, the first and each after a preemption, summed until
+	// it completes; jobs not done by the end count with what they waited
+	// so far.
 	QueueHours map[string]Percentiles `json:"queue_hours"`
+	// FirstStartQueueHours is only the wait from submit to first start.
+	FirstStartQueueHours map[string]Percentiles `json:"first_start_queue_hours"`
 	// CompletionHours is submit to finish, for completed jobs.
 	CompletionHours Percentiles `json:"completion_hours"`
 	StretchedJobs   int         `json:"stretched_jobs"`
@@ -57,12 +61,21 @@ type Metrics struct {
 	// backfill yielding to its own reservation.
 	PreemptionsFor     map[string]int `json:"preemptions_for"`
 	PreemptionsPerHour float64        `json:"preemptions_per_hour"`
-	LostGPUHours       float64        `json:"lost_gpu_hours"`
-	// Thrash counts preemptions of jobs preempted before.
-	Thrash           int `json:"thrash"`
-	Relocations      int `json:"relocations"`
-	StarvationAlerts int `json:"starvation_alerts"`
-	Pages            int `json:"pages"`
+	// LostGPUHours is what preemption cost training, in GPU-hours: the
+	// checkpoint write, the restart (teardown, requeue, reload), and for a
+	// job killed at its deadline the progress since its last durable
+	// checkpoint. LostPct is that over the training GPU-hours run.
+	LostGPUHours float64 `json:"lost_gpu_hours"`
+	LostPct      float64 `json:"lost_pct"`
+	// Kills are preemptions whose checkpoint missed the deadline.
+	Kills int `json:"kills"`
+	// Thrash counts preemptions of jobs preempted before; ThrashPct is
+	// that over all preemptions.
+	Thrash           int     `json:"thrash"`
+	ThrashPct        float64 `json:"thrash_pct"`
+	Relocations      int     `json:"relocations"`
+	StarvationAlerts int     `json:"starvation_alerts"`
+	Pages            int     `json:"pages"`
 
 	Series []Sample `json:"series"`
 
@@ -75,7 +88,9 @@ type Metrics struct {
 	demandUps, demandMet, events   int
 	passes, stretched, relocations int
 	shedGPUh, demandGPUh           float64
-	queue                          map[string][]float64
+	queue, firstQueue              map[string][]float64
+	trainGPUh                      float64
+	kills                          int
 	jct                            []float64
 	starved, paged                 map[string]bool
 	lost                           float64
@@ -108,23 +123,25 @@ type Sample struct {
 	PendingJobs    int           `json:"pending_jobs"`
 }
 
-// SizeClasses are the queue-time buckets, by GPUs asked.
-var SizeClasses = []string{"<8", "8-63", "64-255", ">=256"}
+// SizeClasses are the queue-time buckets, by GPUs asked. `<64` is `<8`
+// and `8-63` together: the class §1's SLO speaks of.
+var SizeClasses = []string{"<8", "8-63", "<64", "64-255", ">=256"}
 
-func sizeClass(gpus int) string {
+// sizeClasses lists the buckets a job of gpus falls in.
+func sizeClasses(gpus int) []string {
 	switch {
 	case gpus < 8:
-		return "<8"
+		return []string{"<8", "<64"}
 	case gpus < 64:
-		return "8-63"
+		return []string{"8-63", "<64"}
 	case gpus < 256:
-		return "64-255"
+		return []string{"64-255"}
 	}
-	return ">=256"
+	return []string{">=256"}
 }
 
 func newMetrics(policy string, w *Workload, nodes []model.Node) *Metrics {
-	m := &Metrics{Policy: policy, Workload: w.Name, queue: map[string][]float64{}, starved: map[string]bool{}, paged: map[string]bool{},
+	m := &Metrics{Policy: policy, Workload: w.Name, queue: map[string][]float64{}, firstQueue: map[string][]float64{}, starved: map[string]bool{}, paged: map[string]bool{},
 		PreemptionsFor: map[string]int{}}
 	for _, n := range nodes {
 		m.GPUs += n.GPUs
@@ -140,17 +157,18 @@ func (m *Metrics) advance(r *run, t time.Duration) {
 		return
 	}
 	m.allocGPUh += r.used * dt
+	m.trainGPUh += r.trainUsed * dt
 	m.effGPUh += (r.used - r.penalty) * dt
 	m.demandGPUh += r.wantGPUs * dt
 	m.shedGPUh += r.shortGPUs * dt
 }
 
 func (m *Metrics) sample(r *run) {
-	_, full, frag := r.ix.Totals()
-	largest := r.ix.Largest()
-	pending := r.pending
-	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * r.used / float64(max(m.GPUs, 1)), Largest: largest,
-		FullyFreeNodes: full, FragmentedGPUs: frag, PendingJobs: pending}
+	// What a new job could get now, by the function the server reports
+	// with: reserved GPUs are not free, other pools' capacity not counted.
+	top := sched.Available(r.ix, r.reservations, r.cfg, false)
+	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * r.used / float64(max(m.GPUs, 1)), Largest: top.LargestPlaceable,
+		FullyFreeNodes: top.FreeNodesFull, FragmentedGPUs: top.FragmentedGPUs, PendingJobs: r.pending}
 	m.Series = append(m.Series, p)
 	m.samples++
 	m.largestSum[0] += float64(p.Largest.Node)
@@ -161,13 +179,23 @@ func (m *Metrics) sample(r *run) {
 }
 
 func (m *Metrics) queued(j *jobRun, wait time.Duration) {
-	c := sizeClass(j.spec.Shape.GPUs)
-	m.queue[c] = append(m.queue[c], wait.Hours())
+	for _, c := range sizeClasses(j.spec.Shape.GPUs) {
+		m.queue[c] = append(m.queue[c], wait.Hours())
+	}
 }
 
-func (m *Metrics) completed(j *jobRun, jct time.Duration) { m.jct = append(m.jct, jct.Hours()) }
+func (m *Metrics) firstQueued(j *jobRun, wait time.Duration) {
+	for _, c := range sizeClasses(j.spec.Shape.GPUs) {
+		m.firstQueue[c] = append(m.firstQueue[c], wait.Hours())
+	}
+}
 
-func (m *Metrics) preempted(j *jobRun, p sched.Preemption, overhead time.Duration, forInference bool) {
+func (m *Metrics) completed(j *jobRun, jct time.Duration) {
+	m.jct = append(m.jct, jct.Hours())
+	m.queued(j, j.waited)
+}
+
+func (m *Metrics) preempted(j *jobRun, p sched.Preemption, forInference bool) {
 	m.preemptions++
 	switch {
 	case p.Backfill:
@@ -180,7 +208,6 @@ func (m *Metrics) preempted(j *jobRun, p sched.Preemption, overhead time.Duratio
 	if j.preempts > 0 {
 		m.thrash++
 	}
-	m.lost += float64(p.GPUs) * overhead.Hours()
 }
 
 func (m *Metrics) alert(a sched.Alert) {
@@ -211,15 +238,22 @@ func (m *Metrics) finish(r *run, wall time.Duration) {
 		m.LargestPlaceable = LargestAvg{m.largestSum[0] / n, m.largestSum[1] / n, m.largestSum[2] / n}
 		m.FullyFreeNodes, m.FragmentedGPUs = m.fullSum/n, m.fragSum/n
 	}
-	for _, j := range r.jobs {
+	for _, i := range sortedKeys(r.jobs) {
+		j := r.jobs[i]
+		wait := j.waited
+		if j.job.State == model.JobPending {
+			wait += r.now - j.queuedSince
+		}
+		m.queued(j, wait)
 		if !j.started {
 			m.JobsNeverStarted++
-			m.queued(j, r.now-j.spec.Submit)
+			m.firstQueued(j, r.now-j.spec.Submit)
 		}
 	}
-	m.QueueHours = map[string]Percentiles{}
+	m.QueueHours, m.FirstStartQueueHours = map[string]Percentiles{}, map[string]Percentiles{}
 	for _, c := range SizeClasses {
 		m.QueueHours[c] = percentiles(m.queue[c])
+		m.FirstStartQueueHours[c] = percentiles(m.firstQueue[c])
 	}
 	m.JobsCompleted = len(m.jct)
 	m.CompletionHours = percentiles(m.jct)
@@ -232,7 +266,13 @@ func (m *Metrics) finish(r *run, wall time.Duration) {
 	if m.demandGPUh > 0 {
 		m.DemandShedPct = 100 * m.shedGPUh / m.demandGPUh
 	}
-	m.Preemptions, m.Thrash, m.LostGPUHours = m.preemptions, m.thrash, round1(m.lost)
+	m.Preemptions, m.Thrash, m.LostGPUHours, m.Kills = m.preemptions, m.thrash, round1(m.lost), m.kills
+	if m.preemptions > 0 {
+		m.ThrashPct = 100 * float64(m.thrash) / float64(m.preemptions)
+	}
+	if m.trainGPUh > 0 {
+		m.LostPct = 100 * m.lost / m.trainGPUh
+	}
 	if hours > 0 {
 		m.PreemptionsPerHour = float64(m.preemptions) / hours
 	}

@@ -2,8 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -52,9 +50,11 @@ func (berthPolicy) Plan(v *View, now time.Time) sched.Decision {
 	return sched.PlanOn(v.Index, v.State, now)
 }
 
-// Prepare labels the shape pools (R1): an inference pool for the peak of
-// replicas of 4+ GPUs, a small pool for the concurrent demand of ≤4-GPU
-// work with half again as headroom, R4's swap pool, the rest training.
+// Prepare labels the shape pools (R1) from what an operator knows before
+// the run, never from the workload's future: the inference pool sized to
+// the deployments' declared max_replicas × replica GPUs (R1's own rule),
+// the small pool at the operator's setting (Workload.SmallPoolNodes), R4's
+// swap pool on fleets of 32+ nodes, the rest training.
 func (berthPolicy) Prepare(w *Workload) ([]model.Node, sched.Config, string) {
 	nodes := append([]model.Node(nil), w.Nodes...)
 	if len(nodes) == 0 {
@@ -76,62 +76,23 @@ func (berthPolicy) Prepare(w *Workload) ([]model.Node, sched.Config, string) {
 	if len(nodes) < minSwapFleet {
 		cfg.Pools.Swap = "" // one node of a handful is too dear a hole
 	}
-	big, small := peakInference(w, cfg.Pools.InferenceMinGPUs)
-	horizon := w.span().Hours()
-	if horizon > 0 {
-		w.eachJob(func(j *JobSpec) {
-			if j.Shape.GPUs <= cfg.Pools.SmallMaxGPUs {
-				small += float64(j.Shape.GPUs) * j.Work.Hours() / horizon
-			}
-		})
-	}
-	per := float64(nodes[0].GPUs)
-	smallNodes := int(math.Ceil(small * 1.5 / per))
-	deps := []model.Deployment{{ID: "peak", ReplicaShape: model.Shape{GPUs: int(per), Topology: model.TopologyNode},
-		MaxReplicas: int(math.Ceil(big / per))}}
-	labels, _ := sched.SizePools(nodes, deps, cfg.Pools, smallNodes)
+	labels, _ := sched.SizePools(nodes, declared(w), cfg.Pools, w.SmallPoolNodes)
 	for i := range nodes {
 		nodes[i].Pool = labels[nodes[i].ID]
 	}
 	return nodes, cfg, ""
 }
 
+// declared is the services as deployments: what their owners declared
+// (shape, min and max replicas), which is configuration, not demand.
+func declared(w *Workload) []model.Deployment {
+	deps := make([]model.Deployment, 0, len(w.Services))
+	for _, s := range w.Services {
+		deps = append(deps, model.Deployment{ID: s.ID, ReplicaShape: s.Shape, MinReplicas: s.Min, MaxReplicas: s.Max})
+	}
+	return deps
+}
+
 // minSwapFleet is the smallest fleet given a swap pool (R4 sizes it at 1%
 // of nodes, at least one: for 128 nodes, one or two).
 const minSwapFleet = 32
-
-// peakInference is the most GPUs the services want at once: of replicas
-// with at least minGPUs, and (as a mean over the run) of smaller ones.
-func peakInference(w *Workload, minGPUs int) (big, smallMean float64) {
-	type change struct {
-		at    time.Duration
-		delta float64
-	}
-	var changes []change
-	for _, s := range w.Services {
-		g := float64(s.Shape.GPUs)
-		prev := 0.0
-		for i, d := range s.Demand {
-			r := float64(min(max(d.Replicas, s.Min), s.Max))
-			if s.Shape.GPUs >= minGPUs {
-				changes = append(changes, change{d.At, (r - prev) * g})
-				prev = r
-				continue
-			}
-			until := w.span()
-			if i+1 < len(s.Demand) {
-				until = s.Demand[i+1].At
-			}
-			if span := w.span(); span > 0 {
-				smallMean += r * g * (until - d.At).Hours() / span.Hours()
-			}
-		}
-	}
-	sort.SliceStable(changes, func(a, b int) bool { return changes[a].at < changes[b].at })
-	cur := 0.0
-	for _, c := range changes {
-		cur += c.delta
-		big = max(big, cur)
-	}
-	return big, smallMean
-}

@@ -34,6 +34,23 @@ type SeedConfig struct {
 	TrainingShare float64         `yaml:"training_share"`
 	Inference     InferenceConfig `yaml:"inference"`
 	Training      TrainingConfig  `yaml:"training"`
+	Storage       StorageConfig   `yaml:"storage"`
+	// SmallPoolNodes is berth's operator setting for the small pool.
+	SmallPoolNodes int `yaml:"small_pool_nodes"`
+}
+
+// StorageConfig is the checkpoint storage (R3): its bandwidth and the
+// episodes when it degrades (a Poisson process of mean gap Every, each
+// lasting and delivering a fraction drawn uniformly from the ranges).
+type StorageConfig struct {
+	BandwidthGBps float64           `yaml:"bandwidth_gbps"`
+	Degradations  DegradationConfig `yaml:"degradations"`
+}
+
+type DegradationConfig struct {
+	Every  time.Duration    `yaml:"every"`
+	Length [2]time.Duration `yaml:"length"`
+	Factor [2]float64       `yaml:"factor"`
 }
 
 type FleetConfig struct {
@@ -60,11 +77,15 @@ type ServiceConfig struct {
 	Min   int     `yaml:"min"`
 	Max   int     `yaml:"max"`
 	Share float64 `yaml:"share"`
+	// Load is the model load time range: placement to ready.
+	Load [2]time.Duration `yaml:"load"`
 }
 
 type TrainingConfig struct {
-	Spike   SpikeConfig   `yaml:"spike"`
-	Classes []ClassConfig `yaml:"classes"`
+	Spike SpikeConfig `yaml:"spike"`
+	// DurableEvery is how often running jobs write a durable checkpoint.
+	DurableEvery time.Duration `yaml:"durable_every"`
+	Classes      []ClassConfig `yaml:"classes"`
 }
 
 type SpikeConfig struct {
@@ -88,11 +109,14 @@ type ClassConfig struct {
 
 // LoadSeedConfig reads the defaults, then overlays the file at path (if
 // any). Unknown fields are errors that list the valid ones.
-func LoadSeedConfig(path string) (SeedConfig, error) {
+func LoadSeedConfig(path string) (SeedConfig, error) { return loadSeed(seedVariants["seed"], path) }
+
+func loadSeed(variant func(*SeedConfig), path string) (SeedConfig, error) {
 	var c SeedConfig
 	if err := decodeStrict(seedDefaults, "seed.yaml", &c); err != nil {
 		return c, err
 	}
+	variant(&c)
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -138,7 +162,7 @@ func decodeStrict(b []byte, name string, out any) error {
 
 // fieldsOf lists the yaml names of the named config type's fields.
 func fieldsOf(typeName string) []string {
-	types := []any{SeedConfig{}, FleetConfig{}, InferenceConfig{}, ServiceConfig{}, TrainingConfig{}, SpikeConfig{}, ClassConfig{}}
+	types := []any{SeedConfig{}, FleetConfig{}, InferenceConfig{}, ServiceConfig{}, TrainingConfig{}, SpikeConfig{}, ClassConfig{}, StorageConfig{}, DegradationConfig{}}
 	for _, t := range types {
 		rt := reflect.TypeOf(t)
 		if "sim."+rt.Name() != typeName {
@@ -174,6 +198,24 @@ func (c *SeedConfig) validate() error {
 		if s.Name == "" || s.GPUs < 1 || s.Max < s.Min || s.Share < 0 {
 			return fmt.Errorf("inference.services[%d]: needs a name, gpus ≥ 1, max ≥ min and share ≥ 0", i)
 		}
+		if s.Load[0] < 0 || s.Load[1] < s.Load[0] {
+			return fmt.Errorf("inference.services[%d].load: [%s, %s] must be [min, max] with 0 ≤ min ≤ max", i, s.Load[0], s.Load[1])
+		}
+	}
+	st := c.Storage
+	switch d := st.Degradations; {
+	case st.BandwidthGBps <= 0:
+		return fmt.Errorf("storage.bandwidth_gbps: %g must be positive", st.BandwidthGBps)
+	case d.Every < 0:
+		return fmt.Errorf("storage.degradations.every: %s must not be negative (0: none)", d.Every)
+	case d.Every > 0 && (d.Length[0] <= 0 || d.Length[1] < d.Length[0]):
+		return fmt.Errorf("storage.degradations.length: [%s, %s] must be [min, max] with 0 < min ≤ max", d.Length[0], d.Length[1])
+	case d.Every > 0 && (d.Factor[0] <= 0 || d.Factor[1] < d.Factor[0] || d.Factor[1] > 1):
+		return fmt.Errorf("storage.degradations.factor: [%g, %g] must be [min, max] with 0 < min ≤ max ≤ 1", d.Factor[0], d.Factor[1])
+	case c.SmallPoolNodes < 0:
+		return fmt.Errorf("small_pool_nodes: %d must not be negative", c.SmallPoolNodes)
+	case c.Training.DurableEvery < 0:
+		return fmt.Errorf("training.durable_every: %s must not be negative", c.Training.DurableEvery)
 	}
 	for i, k := range c.Training.Classes {
 		if _, err := model.ParseTopology(k.Topology); err != nil {
@@ -203,7 +245,31 @@ func Seed(c SeedConfig, seed uint64) *Workload {
 	offered := capacity * c.Utilization
 	w.Services = seedServices(c, offered*(1-c.TrainingShare), w.Horizon)
 	w.Stream = seedJobs(c, seed, offered*c.TrainingShare, w.Horizon)
+	w.Storage = seedStorage(c.Storage, seed, w.Horizon)
+	w.SmallPoolNodes = c.SmallPoolNodes
 	return w
+}
+
+// seedStorage draws the storage's degradation episodes from their own
+// generator, so they do not move when the job mix changes.
+func seedStorage(c StorageConfig, seed uint64, horizon time.Duration) StorageSpec {
+	s := StorageSpec{Bandwidth: c.BandwidthGBps * 1e9}
+	d := c.Degradations
+	if d.Every <= 0 {
+		return s
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5707))
+	uniform := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
+	t := time.Duration(0)
+	for {
+		t += time.Duration(rng.ExpFloat64() * float64(d.Every))
+		if t >= horizon {
+			return s
+		}
+		length := time.Duration(uniform(float64(d.Length[0]), float64(d.Length[1])))
+		s.Episodes = append(s.Episodes, Degradation{At: t, Until: min(t+length, horizon), Factor: uniform(d.Factor[0], d.Factor[1])})
+		t += length
+	}
 }
 
 // diurnal is the inference demand shape at t: 1 at a weekday's peak.
@@ -235,7 +301,7 @@ func seedServices(c SeedConfig, gpuHours float64, horizon time.Duration) []Servi
 	for _, s := range ic.Services {
 		// peak replicas so that the mean over the run delivers its share.
 		peak := s.Share * gpuHours / horizon.Hours() / float64(s.GPUs) / mean
-		spec := ServiceSpec{ID: s.Name, Shape: model.Shape{GPUs: s.GPUs, Topology: model.TopologyNode}, Min: s.Min, Max: s.Max, Priority: 1000}
+		spec := ServiceSpec{ID: s.Name, Shape: model.Shape{GPUs: s.GPUs, Topology: model.TopologyNode}, Min: s.Min, Max: s.Max, Priority: 1000, Load: s.Load}
 		last := -1
 		for i := 0; i < steps; i++ {
 			at := time.Duration(i) * ic.Step
@@ -263,6 +329,7 @@ type classStream struct {
 	ic      InferenceConfig
 	spike   SpikeConfig
 	horizon time.Duration
+	durable time.Duration
 }
 
 // advance draws the class's next job, if it arrives before the horizon.
@@ -281,7 +348,7 @@ func (cs *classStream) advance() {
 		hours := math.Exp(cs.lo + cs.rng.Float64()*(cs.hi-cs.lo))
 		cs.next = JobSpec{ID: fmt.Sprintf("%s-%06d", k.Name, cs.n), Submit: at, Work: time.Duration(hours * float64(time.Hour)),
 			Shape: model.Shape{GPUs: k.GPUs, Topology: model.Topology(k.Topology)}, Team: k.Name, Priority: k.Priority,
-			Preemptible: k.Preemptible, CheckpointBytes: int64(k.CheckpointGB * 1e9)}
+			Preemptible: k.Preemptible, CheckpointBytes: int64(k.CheckpointGB * 1e9), DurableEvery: cs.durable}
 		if k.DeclaresMaxRuntime {
 			cs.next.MaxRuntime = time.Duration(k.Runtime[1] * float64(time.Hour))
 		}
@@ -323,7 +390,7 @@ func seedJobs(c SeedConfig, seed uint64, gpuHours float64, horizon time.Duration
 			if total == 0 || k.Share == 0 {
 				continue
 			}
-			cs := &classStream{k: k, rng: rand.New(rand.NewPCG(seed, uint64(ci)+1)), ic: c.Inference, spike: c.Training.Spike, horizon: horizon}
+			cs := &classStream{k: k, rng: rand.New(rand.NewPCG(seed, uint64(ci)+1)), ic: c.Inference, spike: c.Training.Spike, horizon: horizon, durable: c.Training.DurableEvery}
 			cs.lo, cs.hi = math.Log(k.Runtime[0]), math.Log(k.Runtime[1])
 			meanHours := k.Runtime[0]
 			if cs.hi > cs.lo {

@@ -23,6 +23,25 @@ type Workload struct {
 	// Horizon ends the simulation; zero (traces) runs until every job is
 	// done and every service gone.
 	Horizon time.Duration
+	// Storage is the checkpoint storage every preemption writes to.
+	Storage StorageSpec
+	// SmallPoolNodes is the operator's size for the small pool (R1) when
+	// berth runs shape pools: how many nodes take ≤4-GPU work.
+	SmallPoolNodes int
+}
+
+// StorageSpec is the cluster's checkpoint storage: one bandwidth shared by
+// every checkpoint written at once, and episodes when it degrades.
+type StorageSpec struct {
+	// Bandwidth in bytes/s; zero takes Options.StorageBandwidth.
+	Bandwidth float64
+	Episodes  []Degradation // sorted by At, not overlapping
+}
+
+// Degradation is a span in which storage delivers Factor of its bandwidth.
+type Degradation struct {
+	At, Until time.Duration
+	Factor    float64
 }
 
 // span is how long the workload asks for: the horizon, or for a trace the
@@ -89,7 +108,14 @@ type JobSpec struct {
 	CheckpointBytes int64
 	// MaxRuntime is what the job declares (for backfill); zero if none.
 	MaxRuntime time.Duration
+	// DurableEvery is how often the job writes a durable checkpoint while
+	// it runs (R3); a preemption that misses its deadline is a kill that
+	// loses the progress since the last one. Zero takes 45 minutes.
+	DurableEvery time.Duration
 }
+
+// DefaultDurableEvery is R3's interval of durable checkpoints.
+const DefaultDurableEvery = 45 * time.Minute
 
 // ServiceSpec is an inference deployment whose wanted replica count
 // follows Demand.
@@ -99,6 +125,10 @@ type ServiceSpec struct {
 	Min, Max int
 	Priority int
 	Demand   []DemandPoint // sorted by At
+	// Load is how long a replica takes from placement to ready (model
+	// load), drawn uniformly from [Load[0], Load[1]] at every start and
+	// relocation. Capacity counts only ready replicas.
+	Load [2]time.Duration
 }
 
 // DemandPoint sets a service's wanted replicas from At on.
