@@ -52,8 +52,8 @@ share placer berth uses in sharing pools). Protocol: docs/sharing.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Pods, "pods", "", "openb pod list (name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec)")
-	f.StringVar(&cfg.Nodes, "nodes", "", "openb node list (sn, cpu_milli, memory_mib, gpu, model)")
+	f.StringVar(&cfg.Pods, "pods", "", "openb pod list (name, cpu_milli, num_gpu; memory_mib, gpu_milli, gpu_spec optional)")
+	f.StringVar(&cfg.Nodes, "nodes", "", "openb node list (sn, cpu_milli, memory_mib, gpu; model optional)")
 	f.StringVar(&policies, "policy", "random,best-fit,fgd,berth", "policies, comma-separated: "+strings.Join(sim.PackingPolicies, ", "))
 	f.Float64Var(&cfg.Tune, "tune", 1.3, "resample the trace to this multiple of GPU capacity")
 	f.StringVar(&seeds, "seeds", "42-51", "seeds: N-M or a comma-separated list")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,10 @@ type table struct {
 	errRow int
 }
 
+// readTable reads path and checks that its header names every required
+// column. A required entry may list alternatives separated by "|"
+// ("cpu_milli|cpu"): any one of them will do, and the error names the
+// first.
 func readTable(path string, required ...string) (*table, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -38,8 +43,16 @@ func readTable(path string, required ...string) (*table, error) {
 		t.cols[strings.TrimSpace(h)] = i
 	}
 	for _, c := range required {
-		if _, ok := t.cols[c]; !ok {
-			return nil, fmt.Errorf("%s:1: missing column %q; the header must name %s", path, c, strings.Join(required, ", "))
+		alts := strings.Split(c, "|")
+		if !slices.ContainsFunc(alts, t.has) {
+			names := make([]string, len(required))
+			for i, r := range required {
+				if first, rest, ok := strings.Cut(r, "|"); ok {
+					r = first + " (or " + strings.ReplaceAll(rest, "|", " or ") + ")"
+				}
+				names[i] = r
+			}
+			return nil, fmt.Errorf("%s:1: missing column %q; the header must name %s", path, alts[0], strings.Join(names, ", "))
 		}
 	}
 	for {
@@ -58,6 +71,12 @@ func readTable(path string, required ...string) (*table, error) {
 		t.line = append(t.line, line)
 	}
 	return t, nil
+}
+
+// has reports whether the header names col.
+func (t *table) has(col string) bool {
+	_, ok := t.cols[col]
+	return ok
 }
 
 // get returns row i's field, "" when the column is absent.

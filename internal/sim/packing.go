@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand"
 	"sort"
-	"strings"
 )
 
 // The packing experiment of FGD (Weng et al., "Beware of Fragmentation",
@@ -41,9 +40,10 @@ func (p PackPod) Demand() int64 { return int64(p.NumGPU) * int64(p.GPUMilli) }
 // Sharing reports whether the pod asks for a fraction of one GPU.
 func (p PackPod) Sharing() bool { return p.NumGPU == 1 && p.GPUMilli < 1000 }
 
-// LoadPackNodes reads the openb node list, GPU nodes only.
+// LoadPackNodes reads the openb node list, GPU nodes only: the columns
+// LoadNodes reads, model optional (openbNodeColumns).
 func LoadPackNodes(path string) ([]PackNode, error) {
-	t, err := readTable(path, "sn", "cpu_milli", "memory_mib", "gpu", "model")
+	t, err := readTable(path, openbNodeColumns...)
 	if err != nil {
 		return nil, err
 	}
@@ -68,22 +68,22 @@ func LoadPackNodes(path string) ([]PackNode, error) {
 	return out, nil
 }
 
-// LoadPackPods reads the openb pod list: name, cpu_milli, memory_mib,
-// num_gpu, gpu_milli, gpu_spec. Timestamps and QoS are ignored, as in the
-// experiment.
+// LoadPackPods reads the openb pod list: name, cpu_milli, num_gpu, and
+// memory_mib, gpu_milli, gpu_spec where present, with FGD's defaults where
+// not (openbPodColumns). Timestamps, QoS and phase are ignored, as in the
+// experiment: every pod arrives once, in the tuned order, and none leaves.
 func LoadPackPods(path string) ([]PackPod, error) {
-	t, err := readTable(path, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+	t, err := readTable(path, openbPodColumns...)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]PackPod, 0, len(t.rows))
 	for i := range t.rows {
-		r := t.row(i)
-		p := PackPod{Name: t.get(i, "name"), CPUMilli: r.int("cpu_milli", 0), MemoryMiB: r.int("memory_mib", 0),
-			NumGPU: int(r.int("num_gpu", 0)), GPUMilli: int(r.int("gpu_milli", 0))}
-		if r.err != nil {
-			return nil, r.err
+		o, err := readOpenBPod(t, i, 0)
+		if err != nil {
+			return nil, err
 		}
+		p := PackPod{Name: o.name, CPUMilli: o.cpu, MemoryMiB: o.mem, NumGPU: int(o.gpus), GPUMilli: int(o.milli), Models: o.models}
 		switch {
 		case p.NumGPU < 0 || p.NumGPU > 64:
 			return nil, t.fail(i, "num_gpu", "%d is not between 0 and 64", p.NumGPU)
@@ -94,9 +94,6 @@ func LoadPackPods(path string) ([]PackPod, error) {
 		}
 		if p.NumGPU == 0 {
 			p.GPUMilli = 0
-		}
-		if s := strings.TrimSpace(t.get(i, "gpu_spec")); s != "" {
-			p.Models = strings.Split(s, "|")
 		}
 		out = append(out, p)
 	}

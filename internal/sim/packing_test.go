@@ -158,7 +158,8 @@ func TestPackingLoadErrors(t *testing.T) {
 		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1000,10,1,1500,\n":  "gpu_milli",
 		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1000,10,-1,1000,\n": "num_gpu",
 		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,lots,10,1,1000,\n":  "cpu_milli",
-		"name,cpu_milli,memory_mib,num_gpu,gpu_spec\np,1000,10,1,\n":                 "gpu_milli",
+		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1000,10,1,,\n":      "gpu_milli",
+		"name,cpu_milli,memory_mib,gpu_milli,gpu_spec\np,1000,10,1000,\n":            "num_gpu",
 	}
 	for body, field := range cases {
 		_, err := LoadPackPods(write("pods.csv", body))
