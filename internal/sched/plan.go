@@ -265,9 +265,8 @@ func (p *planner) noteBlocked(req model.Request, why *Reason) {
 // replicas anyway.
 const maxBlocked = 64
 
-// starvation raises R2's guard: a gang (Aging.MinGPUs or more) waiting
-// longer than StarvationAfter is a capacity-planning signal, not a queue
-// position.
+// starvation raises R2's guard for the gangs starving found: a
+// capacity-planning signal, not a queue position.
 func (p *planner) starvation() {
 	for i, l := range p.late {
 		if i == p.cfg.MaxStarvationAlerts {
@@ -277,7 +276,7 @@ func (p *planner) starvation() {
 		}
 		j, why := l.job, p.d.Pending[l.pending].Reason
 		p.alert(Alert{ID: "starvation/" + j.ID, Severity: SeverityWarn, Kind: "starvation", Subject: j.ID,
-			Message: fmt.Sprintf("this cluster cannot host job %s: waited %s for %d GPUs (%s); %s",
+			Message: fmt.Sprintf("this cluster cannot host job %s: waited %s for %d GPUs (%s), and preempting all the work ranked below it would not make room; %s",
 				j.ID, p.now.Sub(j.Queued()).Round(time.Minute), j.Shape.GPUs, j.Shape.Topology, why.Message)})
 	}
 }

@@ -99,7 +99,8 @@ func (p *planner) training() {
 			reason.Message += "; " + msg
 		}
 		// Below the reservation depth a job waits without holding.
-		if res := p.holdFreeWithin(j, prio.Effective); res != nil {
+		res := p.holdFreeWithin(j, prio.Effective)
+		if res != nil {
 			p.holds++
 			reason.Message += fmt.Sprintf("; holding %d of %d GPUs at %s", res.HeldGPUs(), req.GPUs, res.At)
 			if !res.ETA.IsZero() {
@@ -108,7 +109,33 @@ func (p *planner) training() {
 		}
 		p.pend(j, reason, prio)
 		p.noteBlocked(req, why)
+		if p.starving(qj, &req, res) {
+			p.late = append(p.late, lateJob{j, len(p.d.Pending) - 1})
+		}
 	}
+}
+
+// starving is R2's guard: a gang whose reservation (or, holding nothing
+// yet, whose wait) has not filled within StarvationAfter even with active
+// preemption, because no preemption of
+// work ranked below it could make room (inference, work that may not be
+// preempted, or higher-ranked work stands in the way): the cluster cannot
+// host it, and a person should hear so. A gang merely waiting its turn in
+// a busy queue, with victims it could take, is a queue, not this signal.
+func (p *planner) starving(qj queued, req *model.Request, res *Reservation) bool {
+	// Its wait for GPUs: the reservation's age, or with nothing to hold
+	// yet (nothing free where it could go), its time in the queue.
+	since, at := qj.job.Queued(), ""
+	if res != nil {
+		since, at = res.CreatedAt, res.At
+	}
+	if req.GPUs < p.cfg.Aging.MinGPUs || p.now.Sub(since) < p.cfg.StarvationAfter || len(p.late) >= 2*p.cfg.MaxStarvationAlerts {
+		return false
+	}
+	below := func(v *victim) bool {
+		return qj.rank.above(v.rank) || (v.tier == tierBackfill && v.backfillFor == qj.job.ID)
+	}
+	return p.makeRoom(req, below, at) == nil
 }
 
 type roomResult struct{ reason Reason }
@@ -174,9 +201,4 @@ func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }
 func (p *planner) pend(j *model.Job, why Reason, prio Priority) {
 	p.prios = append(p.prios, prio) // one allocation for all, not one each
 	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: why, Priority: &p.prios[len(p.prios)-1]})
-	// R2's guard is for gangs that cannot fill; a small job waiting in a
-	// busy queue is a queue, not a capacity-planning signal.
-	if j.Shape.GPUs >= p.cfg.Aging.MinGPUs && p.now.Sub(j.Queued()) >= p.cfg.StarvationAfter {
-		p.late = append(p.late, lateJob{j, len(p.d.Pending) - 1})
-	}
 }

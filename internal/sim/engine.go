@@ -208,6 +208,7 @@ func newRun(w *Workload, pol Policy, opt Options) *run {
 		}
 	}
 	r.schedule(0, evSample, 0, 0)
+	r.schedule(DefaultDurableEvery, evDurable, 0, 0)
 	return r
 }
 
@@ -240,7 +241,7 @@ func (r *run) loop() {
 		for len(r.events) > 0 && r.events[0].at == t {
 			e := heap.Pop(&r.events).(event)
 			r.m.events++
-			if e.kind != evSample && e.kind != evPass {
+			if e.kind != evSample && e.kind != evPass && e.kind != evDurable {
 				r.real--
 			}
 			if e.kind == evPass {
@@ -311,6 +312,9 @@ func (r *run) handle(e event) {
 		if j := r.jobs[e.a]; j != nil && j.stopping && j.stopGen == e.b {
 			r.kill(j)
 		}
+	case evDurable:
+		r.durableCheckpoint()
+		r.schedule(r.now+DefaultDurableEvery, evDurable, 0, 0)
 	case evSample:
 		r.m.sample(r)
 		r.schedule(r.now+r.opt.SampleEvery, evSample, 0, 0)

@@ -17,6 +17,7 @@ const (
 	evStorage                   // a checkpoint write may have completed (if gen still matches)
 	evKill                      // a preemption's deadline passed (if stopGen still matches)
 	evSample                    // record the time series
+	evDurable                   // running jobs' durable checkpoints are reported
 	evPass                      // a periodic scheduling pass while work waits
 )
 
@@ -49,7 +50,7 @@ func (h *eventHeap) Pop() any {
 func (r *run) schedule(at time.Duration, kind eventKind, a, b int) { r.schedule3(at, kind, a, b, 0) }
 
 func (r *run) schedule3(at time.Duration, kind eventKind, a, b, c int) {
-	if kind != evSample && kind != evPass {
+	if kind != evSample && kind != evPass && kind != evDurable {
 		r.real++
 	}
 	r.seq++
