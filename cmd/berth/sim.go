@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -123,7 +124,15 @@ func csvNodes(o simRunOptions) ([]sim.Node, error) {
 	return sim.Seed(c, o.seed).Nodes, nil
 }
 
+// simGCPercent is the GC target `berth sim` runs with unless GOGC is set:
+// a replay's live heap is small (tens of MB) and it allocates a decision
+// every pass, so at Go's default the collector takes a third of the run.
+const simGCPercent = 400
+
 func runSim(out, errOut io.Writer, o simRunOptions) error {
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(simGCPercent))
+	}
 	if o.format != "table" && o.format != "json" {
 		return fmt.Errorf("--format: %q is not one of table, json", o.format)
 	}

@@ -141,6 +141,9 @@ type planner struct {
 	noRoom map[shapeID]int // the preempting power at which no room was found
 	noFit  map[shapeID]noFit
 	noHold map[shapeID]int // index change count at which holding found nothing
+	// hopeless and hopeful bound, per shape, the preempting power at which
+	// the starvation check found no room, and found room.
+	hopeless, hopeful map[shapeID]int
 	// noBackfill: index change count at which no reservation could take
 	// this shape as backfill.
 	noBackfill map[shapeID]noBackfill
@@ -180,7 +183,7 @@ func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
 		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
 		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{},
-		noBackfill: map[shapeID]noBackfill{}}
+		noBackfill: map[shapeID]noBackfill{}, hopeless: map[shapeID]int{}, hopeful: map[shapeID]int{}}
 	p.prepare()
 	return p
 }

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"github.com/berthsched/berth/internal/model"
@@ -50,19 +52,21 @@ func (p *planner) makeRoom(req *model.Request, eligible func(*victim) bool, pref
 		}
 		return c.victims[0].pos
 	}
-	sort.SliceStable(cands, func(a, b int) bool {
-		x, y := &cands[a], &cands[b]
+	slices.SortStableFunc(cands, func(x, y unitCand) int {
 		if (x.name == prefer) != (y.name == prefer) {
-			return x.name == prefer
+			if x.name == prefer {
+				return -1
+			}
+			return 1
 		}
-		if fx, fy := first(x), first(y); fx != fy {
-			return fx < fy
+		if fx, fy := first(&x), first(&y); fx != fy {
+			return cmp.Compare(fx, fy)
 		}
 		nx, ny := req.GPUs-x.free-gpusOf(x.stopping), req.GPUs-y.free-gpusOf(y.stopping)
 		if nx != ny {
-			return nx < ny
+			return cmp.Compare(nx, ny)
 		}
-		return x.vgpus < y.vgpus
+		return cmp.Compare(x.vgpus, y.vgpus)
 	})
 	for t := 0; t < len(cands) && t < maxUnitsTried; t++ {
 		if r := p.roomIn(&cands[t], req); r != nil {

@@ -132,10 +132,26 @@ func (p *planner) starving(qj queued, req *model.Request, res *Reservation) bool
 	if req.GPUs < p.cfg.Aging.MinGPUs || p.now.Sub(since) < p.cfg.StarvationAfter || len(p.late) >= 2*p.cfg.MaxStarvationAlerts {
 		return false
 	}
+	// Later jobs rank lower: with no more power than a hopeless one they
+	// are hopeless too, and with at least a hopeful one's, hopeful.
+	key, pow := shapeKey(req), p.power(qj)
+	if c, ok := p.hopeless[key]; ok && pow <= c {
+		return true
+	}
+	if c, ok := p.hopeful[key]; ok && pow >= c {
+		return false
+	}
 	below := func(v *victim) bool {
 		return qj.rank.above(v.rank) || (v.tier == tierBackfill && v.backfillFor == qj.job.ID)
 	}
-	return p.makeRoom(req, below, at) == nil
+	if p.makeRoom(req, below, at) == nil {
+		p.hopeless[key] = max(p.hopeless[key], pow)
+		return true
+	}
+	if c, ok := p.hopeful[key]; !ok || pow < c {
+		p.hopeful[key] = pow
+	}
+	return false
 }
 
 type roomResult struct{ reason Reason }

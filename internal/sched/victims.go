@@ -1,7 +1,8 @@
 package sched
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -42,9 +43,14 @@ const (
 // non-preemptible jobs, guaranteed-quota work, jobs inside their minimum
 // runtime, work already stopping.
 func (p *planner) victims() []*victim {
-	byJob := map[string]*victim{}
-	var order []string
-	for _, a := range p.s.Allocations {
+	// Two walks: the first counts each victim's allocations, so that all
+	// of them share one backing array and one of node positions (this
+	// runs every pass that needs room, over every allocation).
+	byJob := make(map[string]*victim, len(p.jobs))
+	var order []*victim
+	total := 0
+	for k := range p.s.Allocations {
+		a := &p.s.Allocations[k]
 		if a.OwnerKind == model.OwnerInference {
 			continue
 		}
@@ -56,7 +62,25 @@ func (p *planner) victims() []*victim {
 		if v == nil {
 			v = &victim{job: j, rank: rankOf(priorityOf(j, p.now, p.cfg.Aging, false).Effective, j), tier: tierWithinQuota}
 			byJob[a.OwnerID] = v
-			order = append(order, a.OwnerID)
+			order = append(order, v)
+		}
+		v.gpus++ // for now: the count of its allocations
+		total++
+	}
+	allocs, nodes := make([]model.Allocation, 0, total), make([]int, 0, total)
+	for _, v := range order {
+		n := v.gpus
+		v.allocs, v.nodes, v.gpus = allocs[len(allocs):len(allocs):len(allocs)+n], nodes[len(nodes):len(nodes):len(nodes)+n], 0
+		allocs, nodes = allocs[:len(allocs)+n], nodes[:len(nodes)+n]
+	}
+	for k := range p.s.Allocations {
+		a := p.s.Allocations[k]
+		if a.OwnerKind == model.OwnerInference {
+			continue
+		}
+		v := byJob[a.OwnerID]
+		if v == nil {
+			continue
 		}
 		v.allocs = append(v.allocs, a)
 		if i, ok := p.ix.byID[a.NodeID]; ok {
@@ -74,9 +98,8 @@ func (p *planner) victims() []*victim {
 			v.tier = tierBorrowed
 		}
 	}
-	var out []*victim
-	for _, id := range order {
-		v := byJob[id]
+	out := make([]*victim, 0, len(order))
+	for _, v := range order {
 		v.inPool = p.cfg.Pools.Inference != ""
 		for _, a := range v.allocs {
 			if i, ok := p.ix.byID[a.NodeID]; !ok || p.ix.nodes[i].node.Pool != p.cfg.Pools.Inference {
@@ -87,18 +110,17 @@ func (p *planner) victims() []*victim {
 			out = append(out, v)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool {
-		x, y := out[a], out[b]
+	slices.SortFunc(out, func(x, y *victim) int {
 		if x.tier != y.tier {
-			return x.tier < y.tier
+			return cmp.Compare(x.tier, y.tier)
 		}
 		if x.rank.prio != y.rank.prio {
-			return x.rank.prio < y.rank.prio
+			return cmp.Compare(x.rank.prio, y.rank.prio)
 		}
-		if !x.created.Equal(y.created) {
-			return x.created.After(y.created)
+		if c := y.created.Compare(x.created); c != 0 {
+			return c // newest first
 		}
-		return x.job.ID < y.job.ID
+		return cmp.Compare(x.job.ID, y.job.ID)
 	})
 	for i, v := range out {
 		v.pos = i
