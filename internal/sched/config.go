@@ -40,8 +40,22 @@ type Config struct {
 	// other. Default 10 (one preemption's worth).
 	PreemptMargin int `json:"preempt_margin,omitempty"`
 
+	// SLO orders training by §1's SLO classes before priority.
+	SLO SLO `json:"slo"`
+
 	Storage Storage `json:"storage"`
 	Budget  Budget  `json:"budget"`
+}
+
+// SLO is §1's training SLO as a ranking rule: jobs under MaxGPUs (the
+// class whose queue time p90 should stay under 30 minutes) rank ahead of
+// larger ones, and a larger job ranks ahead of everything pending once it
+// has waited ScheduleAfter ("large jobs are scheduled, not queued").
+// Inside a tier, effective priority decides. Defaults 64 GPUs and 48h;
+// MaxGPUs negative ranks by priority alone.
+type SLO struct {
+	MaxGPUs       int           `json:"max_gpus,omitempty"`
+	ScheduleAfter time.Duration `json:"schedule_after,omitempty"`
 }
 
 // Aging is the effective-priority bonus: PerPreemption for each time the
@@ -126,6 +140,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Storage.MinDeadline == 0 {
 		c.Storage.MinDeadline = 30 * time.Second
+	}
+	if c.SLO.MaxGPUs == 0 {
+		c.SLO.MaxGPUs = 64
+	}
+	if c.SLO.ScheduleAfter == 0 {
+		c.SLO.ScheduleAfter = 48 * time.Hour
 	}
 	if c.Budget.Warn == 0 {
 		c.Budget.Warn = 0.10

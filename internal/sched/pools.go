@@ -25,13 +25,23 @@ type Pools struct {
 	SmallMaxGPUs     int    `json:"small_max_gpus,omitempty" yaml:"small_max_gpus,omitempty"`
 	InferenceMinGPUs int    `json:"inference_min_gpus,omitempty" yaml:"inference_min_gpus,omitempty"`
 	BorrowInference  bool   `json:"borrow_inference,omitempty" yaml:"borrow_inference,omitempty"`
+	// BorrowMaxGPUs caps the jobs that may borrow the inference pool:
+	// taking back one replica's GPUs from a borrower preempts all of it,
+	// so a 256-GPU gang on loan would be reclaimed whole for 8 GPUs of
+	// serving every morning. Default 32 (the largest multi-node gang the
+	// design's mix lets borrow: 128 and 256-GPU gangs do not); negative
+	// means no cap.
+	BorrowMaxGPUs int `json:"borrow_max_gpus,omitempty" yaml:"borrow_max_gpus,omitempty"`
+	// SmallOverflow lets training for the small pool overflow into the
+	// training pool when the small pool is full.
+	SmallOverflow bool `json:"small_overflow,omitempty" yaml:"small_overflow,omitempty"`
 }
 
 // DefaultPools names the three pools and the swap pool the way SizePools
 // labels a fleet.
 func DefaultPools() Pools {
 	return Pools{Training: "training", Inference: "inference", Small: "small", Swap: "swap",
-		SmallMaxGPUs: 4, InferenceMinGPUs: 4, BorrowInference: true}
+		SmallMaxGPUs: 4, InferenceMinGPUs: 4, BorrowInference: true, SmallOverflow: true}
 }
 
 // SharingPool is the pool fractions go to.
@@ -72,13 +82,26 @@ func (p *Pools) routes(req *model.Request) []route {
 		}
 	}
 	switch {
-	case req.Kind == model.OwnerInference && req.GPUs >= infMin && p.Inference != "":
-		add(p.Inference, false)
+	case req.Kind == model.OwnerInference && req.GPUs >= infMin:
+		// Replicas that divide a node go to their pool, or with none
+		// share the training pool: never the small pool's churn.
+		if p.Inference != "" {
+			add(p.Inference, false)
+		} else {
+			add(p.Training, false)
+		}
 	case req.GPUs <= smallMax && p.Small != "":
+		// Sub-node work fills the small pool first, then partial nodes of
+		// the training pool: a small pool sized for the mean would
+		// otherwise queue the business-hours peak of notebooks while
+		// training nodes have holes no gang can use.
 		add(p.Small, false)
+		if req.Kind != model.OwnerInference && p.SmallOverflow {
+			add(p.Training, false)
+		}
 	default:
 		add(p.Training, false)
-		if req.Kind != model.OwnerInference && req.Preemptible && p.BorrowInference {
+		if req.Kind != model.OwnerInference && req.Preemptible && p.BorrowInference && (p.BorrowMaxGPUs < 0 || req.GPUs <= p.borrowMax()) {
 			add(p.Inference, true)
 		}
 	}
@@ -102,4 +125,11 @@ func (ix *Index) groupsFor(r route, req *model.Request, swap string) []*group {
 		}
 	}
 	return out
+}
+
+func (p *Pools) borrowMax() int {
+	if p.BorrowMaxGPUs == 0 {
+		return 32
+	}
+	return p.BorrowMaxGPUs
 }

@@ -134,6 +134,14 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 	case "config":
 		w.cfg.MaxRelocations = a.int("max-relocations", w.cfg.MaxRelocations)
 		w.cfg.FragTarget = a.int("frag-target", w.cfg.FragTarget)
+		w.cfg.SLO.MaxGPUs = a.int("slo-max-gpus", w.cfg.SLO.MaxGPUs)
+		if d := a.str("slo-schedule-after", ""); d != "" {
+			v, err := time.ParseDuration(d)
+			if err != nil {
+				return "", err
+			}
+			w.cfg.SLO.ScheduleAfter = v
+		}
 		return "ok\n", nil
 	case "place":
 		req := a.request(model.OwnerTraining)

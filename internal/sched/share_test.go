@@ -760,6 +760,9 @@ func TestPlanShareNeverPreempts(t *testing.T) {
 			nodes, jobs, allocs := runningFleet()
 			s := State{Nodes: append(shareFleet("sharing", 0, 1, 2), nodes...), Allocations: allocs,
 				Jobs: append(jobs, fracJob("a", 400, 1, 100, 1), fracJob("b", 700, 1, 100, 2), tt.third)}
+			// Rank by priority alone: under the SLO tiers an 8-GPU job
+			// waits for churn rather than preempting.
+			s.Config.SLO.MaxGPUs = -1
 			d := Plan(s, shareNow)
 			if got := len(d.Preemptions) > 0; got != tt.preempt {
 				t.Fatalf("preemptions %+v, want any: %v", d.Preemptions, tt.preempt)

@@ -26,7 +26,9 @@ func (p *planner) queue() []queued {
 	for i := range p.s.Jobs {
 		j := &p.s.Jobs[i]
 		if j.State == model.JobPending && !running[j.ID] {
-			q = append(q, queued{j, rankOf(priorityOf(j, p.now, p.cfg.Aging, true).Effective, j)})
+			r := rankOf(priorityOf(j, p.now, p.cfg.Aging, true).Effective, j)
+			r.tier = sloTier(j, p.now, p.cfg.SLO, true)
+			q = append(q, queued{j, r})
 		}
 	}
 	slices.SortFunc(q, func(a, b queued) int {
@@ -171,11 +173,16 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 	if failed, ok := p.noRoom[key]; ok && p.power(qj) <= failed && !hadRes && !own {
 		return nil, ""
 	}
+	// Training makes room by preemption only for work whose start is due
+	// (R2's active preemption for gangs): the SLO class waits for the
+	// churn of short jobs instead, since preempting one of them for
+	// another only moves the wait and adds a restart.
+	due := qj.rank.tier == tierScheduled
 	eligible := func(v *victim) bool {
 		if v.tier == tierBackfill && v.backfillFor == j.ID {
 			return true
 		}
-		return preempting && qj.rank.above(v.rank) && p.power(qj) >= v.rank.prio+p.cfg.PreemptMargin && p.oldEnough(v, j.ID)
+		return preempting && due && qj.rank.above(v.rank) && p.power(qj) >= v.rank.prio+p.cfg.PreemptMargin && p.oldEnough(v, j.ID)
 	}
 	r := p.makeRoom(req, eligible, prev.At)
 	if r == nil {

@@ -118,12 +118,14 @@ func TestRoutes(t *testing.T) {
 		req  model.Request
 		want []route
 	}{
-		{"notebook to small", model.Request{Shape: model.Shape{GPUs: 1}, Kind: model.OwnerTraining}, []route{{pool: "small"}}},
+		{"notebook to small, then the training pool's holes", model.Request{Shape: model.Shape{GPUs: 1}, Kind: model.OwnerTraining}, []route{{pool: "small"}, {pool: "training"}}},
 		{"4-GPU replica to inference", model.Request{Shape: model.Shape{GPUs: 4}, Kind: model.OwnerInference}, []route{{pool: "inference"}}},
 		{"2-GPU replica to small", model.Request{Shape: model.Shape{GPUs: 2}, Kind: model.OwnerInference}, []route{{pool: "small"}}},
 		{"gang to training", model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining}, []route{{pool: "training"}}},
-		{"preemptible gang may borrow", model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining, Preemptible: true},
+		{"preemptible gang may borrow", model.Request{Shape: model.Shape{GPUs: 32}, Kind: model.OwnerTraining, Preemptible: true},
 			[]route{{pool: "training"}, {pool: "inference", borrowed: true}}},
+		{"a gang above borrow_max_gpus may not", model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining, Preemptible: true},
+			[]route{{pool: "training"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,6 +61,7 @@ func (p *planner) victims() []*victim {
 		v := byJob[a.OwnerID]
 		if v == nil {
 			v = &victim{job: j, rank: rankOf(priorityOf(j, p.now, p.cfg.Aging, false).Effective, j), tier: tierWithinQuota}
+			v.rank.tier = sloTier(j, p.now, p.cfg.SLO, false)
 			byJob[a.OwnerID] = v
 			order = append(order, v)
 		}
