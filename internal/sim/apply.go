@@ -22,6 +22,16 @@ func (r *run) apply(d sched.Decision) {
 			r.dropReplica(sv, s.Replica)
 		}
 	}
+	if len(d.Stops) > 0 {
+		// The stopped replicas' GPUs are free now: the control loop's
+		// watch sees them go, and what waits for them gets a pass on the
+		// next tick, not the periodic one.
+		if r.shortGPUs > shortEpsilon {
+			r.dirty = true
+		} else {
+			r.dirtySlow = true
+		}
+	}
 	for _, p := range d.Preemptions {
 		r.preempt(p)
 	}
