@@ -1,0 +1,115 @@
+package sched
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+func availNode(id, pool string) model.Node {
+	return model.Node{ID: id, Pod: "p", Pool: pool, Model: "H100", GPUs: 8, CPUMilli: 64000, MemoryMiB: 1024, Health: model.HealthHealthy, BootEpoch: 1}
+}
+
+// GPUs a reservation holds or targets are not free to a new job; the index
+// is left as it was.
+func TestAvailableLeavesOutReservedGPUs(t *testing.T) {
+	nodes := []model.Node{availNode("n0", ""), availNode("n1", "")}
+	allocs := []model.Allocation{{ID: "a1", NodeID: "n1", GPUs: model.MaskOf(0, 1, 2, 3), OwnerKind: model.OwnerTraining, OwnerID: "x"}}
+	ix := NewIndex(nodes, allocs, Config{})
+	raw := ix.Summary(false)
+	if raw.LargestPlaceable.Node != 8 || raw.FreeNodesFull != 1 || raw.FreeGPUs != 12 {
+		t.Fatalf("raw summary %+v: want node 8, one free node, 12 free", raw)
+	}
+	res := []Reservation{{Owner: "r", Kind: model.OwnerTraining,
+		Held: []Part{{Node: "n0", GPUs: model.MaskOf(0, 1, 2, 3)}},
+		// GPU 0 of n1 is allocated already: it is not taken twice.
+		Target: []Part{{Node: "n0", GPUs: model.MaskOf(4, 5)}, {Node: "n1", GPUs: model.MaskOf(0)}}}}
+	got := Available(ix, res, Config{}, false)
+	// n0 keeps GPUs 6-7 free, n1 keeps 4-7.
+	if got.LargestPlaceable.Node != 4 || got.FreeNodesFull != 0 || got.FreeGPUs != 6 || got.LargestPlaceable.Any != 6 {
+		t.Errorf("available %+v: want largest node 4, any 6, no free node, 6 free GPUs", got)
+	}
+	if after := ix.Summary(false); after.LargestPlaceable != raw.LargestPlaceable || after.FreeGPUs != raw.FreeGPUs || after.FreeNodesFull != raw.FreeNodesFull {
+		t.Errorf("Available changed the index: %+v, was %+v", after, raw)
+	}
+}
+
+// With pools, largest_placeable and free_nodes_full count only the pools a
+// new non-borrowing training job may use: the training pool above
+// small_max_gpus, the small pool up to it. The inference pool's free GPUs
+// are not counted.
+func TestAvailableCountsOnlyOwnPools(t *testing.T) {
+	cfg := Config{Pools: DefaultPools()}
+	nodes := []model.Node{availNode("t", "training"), availNode("i", "inference"), availNode("s", "small")}
+	two := []model.Allocation{{ID: "a1", NodeID: "t", GPUs: model.MaskOf(0, 1), OwnerKind: model.OwnerTraining, OwnerID: "x"}}
+	ix := NewIndex(nodes, two, cfg)
+	if raw := ix.Largest(); raw.Node != 8 {
+		t.Fatalf("raw largest node %d, want 8 (the inference or small node)", raw.Node)
+	}
+	got := Available(ix, nil, cfg, false)
+	if got.LargestPlaceable.Node != 6 || got.LargestPlaceable.Any != 6 || got.FreeNodesFull != 0 {
+		t.Errorf("training 6 free, inference and small 8: available %+v, want largest 6 (the training pool's), no free node of its own", got.LargestPlaceable)
+	}
+	if got.FreeGPUs != 22 {
+		t.Errorf("free_gpus %d, want every pool's 22", got.FreeGPUs)
+	}
+
+	// The training pool full: only the small pool, capped at
+	// small_max_gpus.
+	full := []model.Allocation{{ID: "a1", NodeID: "t", GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining, OwnerID: "x"}}
+	got = Available(NewIndex(nodes, full, cfg), nil, cfg, false)
+	if got.LargestPlaceable != (Largest{4, 4, 4}) || got.FreeNodesFull != 0 {
+		t.Errorf("training full: available %+v / %d free nodes, want 4/4/4 (small pool, capped) and 0", got.LargestPlaceable, got.FreeNodesFull)
+	}
+
+	// The training pool empty: a whole node of its own.
+	got = Available(NewIndex(nodes, nil, cfg), nil, cfg, false)
+	if got.LargestPlaceable.Node != 8 || got.FreeNodesFull != 1 {
+		t.Errorf("all empty: available %+v / %d free nodes, want node 8 and 1 (the training node only)", got.LargestPlaceable, got.FreeNodesFull)
+	}
+}
+
+func TestMeasuredBandwidth(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	sample := func(bytes float64, from, to int, complete bool) CheckpointSample {
+		return CheckpointSample{Bytes: int64(bytes), Start: at(from), End: at(to), Complete: complete}
+	}
+	a := sample(100e9, 0, 100, true)
+	b := sample(100e9, 50, 150, true)     // overlaps a
+	c := sample(30e9, 200, 230, true)     // after a gap
+	old := sample(1e9, 0, 100, false)     // killed, older than the newest complete
+	miss := sample(10e9, 240, 270, false) // killed, newer
+	fast := sample(1000e9, 240, 250, false)
+	for _, tc := range []struct {
+		name    string
+		samples []CheckpointSample
+		want    float64
+	}{
+		{"none", nil, 0},
+		{"one", []CheckpointSample{a}, 1e9},
+		// Overlapping: 200 GB over the union [0, 150 s], not the sum of
+		// their times (250 s) nor each one's own rate (1 GB/s).
+		{"overlapping", []CheckpointSample{a, b}, 200e9 / 150},
+		{"order does not matter", []CheckpointSample{b, a}, 200e9 / 150},
+		// A gap between busy spans is not counted: 230 GB over 180 s.
+		{"with a gap", []CheckpointSample{a, b, c}, 230e9 / 180},
+		// A kill newer than the newest complete caps at its bytes/seconds.
+		{"newer kill caps", []CheckpointSample{a, b, c, miss}, 10e9 / 30},
+		// A cap above the estimate does not raise it.
+		{"newer kill above", []CheckpointSample{a, b, c, fast}, 230e9 / 180},
+		// An older kill is ignored: storage has delivered since.
+		{"older kill ignored", []CheckpointSample{old, a, b, c}, 230e9 / 180},
+		{"only kills", []CheckpointSample{miss, fast}, 10e9 / 30},
+		// Only the newest MaxCheckpointSamples count: the killed sample
+		// at the front (it would cap at 10 MB/s) is beyond them; the
+		// eight writes of a at once show 800 GB over 100 s.
+		{"window", append([]CheckpointSample{sample(1e9, 300, 400, false)}, a, a, a, a, a, a, a, a), 8e9},
+	} {
+		if got := MeasuredBandwidth(tc.samples); math.Abs(got-tc.want) > 1e-6*tc.want+1e-9 {
+			t.Errorf("%s: %.6g B/s, want %.6g", tc.name, got, tc.want)
+		}
+	}
+}
