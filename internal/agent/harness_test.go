@@ -136,7 +136,9 @@ func newFleet(t *testing.T) *fleet {
 		Control: control.Config{HeartbeatInterval: hbInterval, Tick: 50 * time.Millisecond,
 			// Preemption is under test, not its thresholds: no minimum
 			// runtime, and a budget one small fleet cannot exhaust.
-			Sched: sched.Config{MinRuntime: time.Millisecond, Budget: sched.Budget{Warn: 10, Page: 20}}},
+			// Ranked by priority alone: these tests drive preemption with
+			// small jobs, which §1's SLO tiers would have wait instead.
+			Sched: sched.Config{MinRuntime: time.Millisecond, Budget: sched.Budget{Warn: 10, Page: 20}, SLO: sched.SLO{MaxGPUs: -1}}},
 		Logger:    slog.New(slog.DiscardHandler),
 		Bootstrap: func(s string) { tokens <- s }}
 	f.startServer()

@@ -81,7 +81,9 @@ func TestSharesRunUnderMPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if top.SharedGPUs != 1 || top.SharedFreeMilli != 100 || top.LargestPlaceable.Node != 7 || top.LargestShare != 999 {
+	// The whole job holds the node's 7 free GPUs (R2), so a new job sees
+	// none of them: only the shared GPU's 100 milli are placeable.
+	if top.SharedGPUs != 1 || top.SharedFreeMilli != 100 || top.LargestPlaceable.Node != 0 || top.LargestShare != 100 {
 		t.Fatalf("topology: shared %d, free milli %d, largest node %d, largest share %d", top.SharedGPUs, top.SharedFreeMilli, top.LargestPlaceable.Node, top.LargestShare)
 	}
 	// The last share leaving frees the GPU whole.
