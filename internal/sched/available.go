@@ -8,10 +8,12 @@ import "github.com/berthsched/berth/internal/model"
 //   - GPUs a reservation holds or targets are not free (R2: they are kept
 //     from lower-ranked work), so they are out of every count;
 //   - largest_placeable and free_nodes_full count only the pools a new
-//     training job may use as its own (R1): the small pool for requests of
-//     up to small_max_gpus, the training pool above that. The inference
-//     pool's headroom is lent to training only as preemptible work and the
-//     swap pool is relocation scratch, so neither is counted.
+//     preemptible training job may use (R1): the small pool for requests
+//     of up to small_max_gpus, the training pool above that, and the
+//     inference pool's headroom up to borrow_max_gpus, which it may
+//     borrow. The swap pool is relocation scratch and never counted; what
+//     the inference pool lends goes back the moment inference scales up,
+//     and work that may not be preempted cannot borrow it at all.
 //
 // free_gpus and fragmented_gpus still cover every pool but the swap pool
 // (reservations out), so that allocated plus free adds up to the fleet.
@@ -53,29 +55,42 @@ func (ix *Index) available(pools Pools, withNodes bool) TopologySummary {
 	// or below it to the small pool: the largest placeable is the larger
 	// of the training pool's (when it is above small_max_gpus) and the
 	// small pool's, capped there.
-	big := ix.largestOver(ix.ownGroups(pools, smallMax+1))
-	small := ix.largestOver(ix.ownGroups(pools, 1))
-	pick := func(b, sm int) int {
+	big := ix.largestOver(ix.ownGroups(pools, smallMax+1, false))
+	small := ix.largestOver(ix.ownGroups(pools, 1, false))
+	// What a preemptible job may borrow (the inference pool's headroom,
+	// up to borrow_max_gpus) counts too: it is there for it now.
+	lent := ix.largestOver(ix.ownGroups(pools, smallMax+1, true))
+	lendMax := pools.borrowMax()
+	if pools.BorrowMaxGPUs < 0 {
+		lendMax = int(^uint(0) >> 1)
+	}
+	pick := func(b, sm, l int) int {
+		b = max(b, min(l, lendMax))
 		if b > smallMax {
 			return b
 		}
 		return max(b, min(sm, smallMax))
 	}
-	s.LargestPlaceable = Largest{Node: pick(big.Node, small.Node), Pod: pick(big.Pod, small.Pod), Any: pick(big.Any, small.Any)}
+	s.LargestPlaceable = Largest{Node: pick(big.Node, small.Node, lent.Node), Pod: pick(big.Pod, small.Pod, lent.Pod), Any: pick(big.Any, small.Any, lent.Any)}
 	s.FreeNodesFull = 0
-	for _, g := range ix.ownGroups(pools, ix.fragTarget) {
+	groups := ix.ownGroups(pools, ix.fragTarget, false)
+	if lendMax >= ix.fragTarget {
+		groups = append(groups, ix.ownGroups(pools, ix.fragTarget, true)...)
+	}
+	for _, g := range groups {
 		s.FreeNodesFull += g.empties
 	}
 	return s
 }
 
-// ownGroups lists the groups a new, non-borrowing training job of k GPUs
-// may be placed in.
-func (ix *Index) ownGroups(pools Pools, k int) []*group {
-	req := model.Request{Shape: model.Shape{GPUs: k, Topology: model.TopologyNode}, Kind: model.OwnerTraining}
+// ownGroups lists the groups a new training job of k GPUs may be placed
+// in: with borrowed, only those a preemptible one may borrow; else those
+// it may use as its own.
+func (ix *Index) ownGroups(pools Pools, k int, borrowed bool) []*group {
+	req := model.Request{Shape: model.Shape{GPUs: k, Topology: model.TopologyNode}, Kind: model.OwnerTraining, Preemptible: borrowed}
 	var out []*group
 	for _, r := range pools.routes(&req) {
-		if r.borrowed {
+		if r.borrowed != borrowed {
 			continue
 		}
 		for _, g := range ix.groupsFor(r, &req, pools.Swap) {

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -37,37 +38,53 @@ func TestAvailableLeavesOutReservedGPUs(t *testing.T) {
 }
 
 // With pools, largest_placeable and free_nodes_full count only the pools a
-// new non-borrowing training job may use: the training pool above
-// small_max_gpus, the small pool up to it. The inference pool's free GPUs
-// are not counted.
+// new preemptible training job may use: the training pool above
+// small_max_gpus, the small pool up to it, and the inference pool's
+// headroom it may borrow (up to borrow_max_gpus). Without borrowing the
+// inference pool's free GPUs are not counted.
 func TestAvailableCountsOnlyOwnPools(t *testing.T) {
-	cfg := Config{Pools: DefaultPools()}
+	lend := Config{Pools: DefaultPools()}
+	own := lend
+	own.Pools.BorrowInference = false
 	nodes := []model.Node{availNode("t", "training"), availNode("i", "inference"), availNode("s", "small")}
 	two := []model.Allocation{{ID: "a1", NodeID: "t", GPUs: model.MaskOf(0, 1), OwnerKind: model.OwnerTraining, OwnerID: "x"}}
-	ix := NewIndex(nodes, two, cfg)
-	if raw := ix.Largest(); raw.Node != 8 {
+	full := []model.Allocation{{ID: "a1", NodeID: "t", GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining, OwnerID: "x"}}
+	if raw := NewIndex(nodes, two, lend).Largest(); raw.Node != 8 {
 		t.Fatalf("raw largest node %d, want 8 (the inference or small node)", raw.Node)
 	}
-	got := Available(ix, nil, cfg, false)
-	if got.LargestPlaceable.Node != 6 || got.LargestPlaceable.Any != 6 || got.FreeNodesFull != 0 {
-		t.Errorf("training 6 free, inference and small 8: available %+v, want largest 6 (the training pool's), no free node of its own", got.LargestPlaceable)
+	tests := []struct {
+		name    string
+		cfg     Config
+		allocs  []model.Allocation
+		largest Largest
+		full    int
+	}{
+		{"training 6 free, inference lends its 8", lend, two, Largest{8, 8, 8}, 1},
+		{"training 6 free, nothing lent", own, two, Largest{6, 6, 6}, 0},
+		{"training full, inference lends", lend, full, Largest{8, 8, 8}, 1},
+		{"training full, nothing lent: the small pool, capped", own, full, Largest{4, 4, 4}, 0},
+		{"all empty, nothing lent: a whole node of its own", own, nil, Largest{8, 8, 8}, 1},
 	}
-	if got.FreeGPUs != 22 {
+	for _, tt := range tests {
+		got := Available(NewIndex(nodes, tt.allocs, tt.cfg), nil, tt.cfg, false)
+		if got.LargestPlaceable != tt.largest || got.FreeNodesFull != tt.full {
+			t.Errorf("%s: available %+v / %d free nodes, want %+v / %d", tt.name, got.LargestPlaceable, got.FreeNodesFull, tt.largest, tt.full)
+		}
+	}
+	if got := Available(NewIndex(nodes, two, own), nil, own, false); got.FreeGPUs != 22 {
 		t.Errorf("free_gpus %d, want every pool's 22", got.FreeGPUs)
 	}
-
-	// The training pool full: only the small pool, capped at
-	// small_max_gpus.
-	full := []model.Allocation{{ID: "a1", NodeID: "t", GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining, OwnerID: "x"}}
-	got = Available(NewIndex(nodes, full, cfg), nil, cfg, false)
-	if got.LargestPlaceable != (Largest{4, 4, 4}) || got.FreeNodesFull != 0 {
-		t.Errorf("training full: available %+v / %d free nodes, want 4/4/4 (small pool, capped) and 0", got.LargestPlaceable, got.FreeNodesFull)
+	// A gang above borrow_max_gpus cannot borrow: a 32-GPU pod of
+	// inference nodes lends at most 32.
+	var big []model.Node
+	for i := 0; i < 8; i++ {
+		big = append(big, availNode(fmt.Sprintf("i%d", i), "inference"))
 	}
-
-	// The training pool empty: a whole node of its own.
-	got = Available(NewIndex(nodes, nil, cfg), nil, cfg, false)
-	if got.LargestPlaceable.Node != 8 || got.FreeNodesFull != 1 {
-		t.Errorf("all empty: available %+v / %d free nodes, want node 8 and 1 (the training node only)", got.LargestPlaceable, got.FreeNodesFull)
+	big = append(big, availNode("t", "training"))
+	capped := lend
+	capped.Pools.BorrowMaxGPUs = 16
+	if got := Available(NewIndex(big, nil, capped), nil, capped, false); got.LargestPlaceable.Pod != 16 {
+		t.Errorf("64 free inference GPUs with borrow_max_gpus 16: largest pod %d, want 16", got.LargestPlaceable.Pod)
 	}
 }
 

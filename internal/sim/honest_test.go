@@ -302,15 +302,23 @@ func TestSplitInferenceReplicaServesAFraction(t *testing.T) {
 }
 
 // The sampled largest_placeable is what a new training job may have: on a
-// berth fleet of one small-pool and one inference-pool node, both empty,
-// a new job gets at most the small pool's 4 (small_max_gpus) and no fully
-// free node of its own, though both nodes are whole.
+// berth fleet of one small-pool and one inference-pool node, both empty, a
+// new preemptible job may borrow the inference node whole (8, and one
+// fully free node); a job that may not borrow gets at most the small
+// pool's 4 (small_max_gpus) and no fully free node, though both are whole.
 func TestSampledLargestCountsOnlyOwnPools(t *testing.T) {
 	w := &Workload{Name: "pools", Nodes: []model.Node{h100("s", "p"), h100("i", "p")}, SmallPoolNodes: 1, Horizon: time.Hour,
 		Services: []ServiceSpec{{ID: "svc", Shape: node8, Max: 1, Priority: 1000, Demand: []DemandPoint{{0, 0}}}}}
 	m := runPolicy(t, w, "berth", Options{})
-	if m.LargestPlaceable != (LargestAvg{4, 4, 4}) || m.FullyFreeNodes != 0 {
-		t.Errorf("largest_placeable_avg %+v, fully_free_nodes_avg %.1f; want 4/4/4 and 0", m.LargestPlaceable, m.FullyFreeNodes)
+	if m.LargestPlaceable != (LargestAvg{8, 8, 8}) || m.FullyFreeNodes != 1 {
+		t.Errorf("largest_placeable_avg %+v, fully_free_nodes_avg %.1f; want 8/8/8 and 1 (the inference node, lent)", m.LargestPlaceable, m.FullyFreeNodes)
+	}
+	cfg := sched.Config{Pools: sched.DefaultPools()}
+	cfg.Pools.BorrowInference = false
+	nodes := []model.Node{h100("s", "p"), h100("i", "p")}
+	nodes[0].Pool, nodes[1].Pool = "small", "inference"
+	if got := sched.Available(sched.NewIndex(nodes, nil, cfg), nil, cfg, false); got.LargestPlaceable != (sched.Largest{Node: 4, Pod: 4, Any: 4}) || got.FreeNodesFull != 0 {
+		t.Errorf("nothing lent: %+v / %d free nodes; want 4/4/4 and 0", got.LargestPlaceable, got.FreeNodesFull)
 	}
 	// best-fit runs no pools: the whole fleet is free to it.
 	if bf := runPolicy(t, w, "best-fit", Options{}); bf.LargestPlaceable != (LargestAvg{8, 16, 16}) || bf.FullyFreeNodes != 2 {
