@@ -150,7 +150,12 @@ func newTopologyCmd() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "fragmentation\t%.1f%% (%s)\n", 100*t.Fragmentation, frag)
 				fmt.Fprintf(tw, "whole free nodes\t%d\n", t.FreeNodesFull)
-				fmt.Fprintf(tw, "shared GPUs\t%d (%d milli free on them; largest share placeable %d milli)\n\n", t.SharedGPUs, t.SharedFreeMilli, t.LargestShare)
+				fmt.Fprintf(tw, "shared GPUs\t%d (%d milli free on them; largest share placeable %d milli)\n", t.SharedGPUs, t.SharedFreeMilli, t.LargestShare)
+				how := "measured from reported checkpoints"
+				if !t.Measured {
+					how = "assumed: no checkpoint reported yet"
+				}
+				fmt.Fprintf(tw, "checkpoint storage\t%.1f GB/s, %s (preemption stops below %.1f GB/s)\n\n", t.CheckpointBandwidth/1e9, how, t.CheckpointFloor/1e9)
 				fmt.Fprintln(tw, "POD\tFREE GPUS\tWHOLE FREE NODES\tLARGEST PLACEABLE")
 				for _, p := range t.Pods {
 					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", p.Pod, p.FreeGPUs, p.FreeNodesFull, p.Largest)

@@ -41,6 +41,10 @@ func newTrainCmd() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Steps, "steps", 100, "steps to run in all (across preemptions)")
 	cmd.Flags().DurationVar(&cfg.StepTime, "step-time", time.Second, "time one step takes")
 	cmd.Flags().IntVar(&cfg.CheckpointEvery, "checkpoint-every", 0, "also checkpoint every N steps (0: only on SIGTERM)")
+	cmd.Flags().Var(bytesFlag{&cfg.CheckpointBytes}, "checkpoint-bytes", "training state the checkpoint stands for (50GB); reported to the agent with the write's seconds")
+	var bw int64
+	cmd.Flags().Var(bytesFlag{&bw}, "checkpoint-bandwidth", "bytes per second the pretended storage takes (10GB): a checkpoint takes bytes / bandwidth (0: no delay)")
+	cmd.PreRun = func(*cobra.Command, []string) { cfg.CheckpointBandwidth = float64(bw) }
 	return cmd
 }
 

@@ -57,7 +57,27 @@ func newAlloc(id, dir string, gpus model.GPUMask, log *slog.Logger, changed func
 func (p *alloc) actual() model.ActualAlloc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint}
+	return model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint,
+		CheckpointStats: readStats(p.dir)}
+}
+
+// statsFile is where a workload reports its last checkpoint's size and
+// write time ($BERTH_CHECKPOINT_STATS).
+const statsFile = "checkpoint-stats"
+
+// readStats reads the workload's checkpoint report, or nil when there is
+// none or it does not make sense (the workload writes it; the agent
+// trusts it no further than its shape).
+func readStats(dir string) *model.CheckpointStats {
+	b, err := os.ReadFile(filepath.Join(dir, statsFile))
+	if err != nil || len(b) > 4096 {
+		return nil
+	}
+	var st model.CheckpointStats
+	if json.Unmarshal(b, &st) != nil || st.Bytes <= 0 || st.Seconds <= 0 || st.At.IsZero() {
+		return nil
+	}
+	return &st
 }
 
 func (p *alloc) exited() bool {

@@ -41,13 +41,16 @@ func helperWorkload(kind string, args []string) int {
 	steps := fs.Int("steps", 10, "")
 	stepTime := fs.Duration("step-time", 50*time.Millisecond, "")
 	every := fs.Int("checkpoint-every", 0, "")
+	ckBytes := fs.Int64("checkpoint-bytes", 0, "")
+	ckBW := fs.Float64("checkpoint-bandwidth", 0, "")
 	marker := fs.String("marker", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	switch kind {
 	case "train":
-		err := workload.Train(workload.StopSignal(), workload.TrainConfig{Steps: *steps, StepTime: *stepTime, CheckpointEvery: *every, Out: os.Stdout})
+		err := workload.Train(workload.StopSignal(), workload.TrainConfig{Steps: *steps, StepTime: *stepTime, CheckpointEvery: *every,
+			CheckpointBytes: *ckBytes, CheckpointBandwidth: *ckBW, Out: os.Stdout})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
@@ -122,7 +125,10 @@ type runningAgent struct {
 
 const hbInterval = 150 * time.Millisecond
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t *testing.T) *fleet { return newFleetWith(t, nil) }
+
+// newFleetWith is newFleet with the server's config adjusted first.
+func newFleetWith(t *testing.T, adjust func(*server.Config)) *fleet {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -141,6 +147,9 @@ func newFleet(t *testing.T) *fleet {
 			Sched: sched.Config{MinRuntime: time.Millisecond, Budget: sched.Budget{Warn: 10, Page: 20}, SLO: sched.SLO{MaxGPUs: -1}}},
 		Logger:    slog.New(slog.DiscardHandler),
 		Bootstrap: func(s string) { tokens <- s }}
+	if adjust != nil {
+		adjust(&f.cfg)
+	}
 	f.startServer()
 	f.admin = <-tokens
 	f.api = client.New(listen, f.admin)

@@ -126,6 +126,9 @@ func (a *Agent) allocEnv(d model.DesiredAlloc, dir string, mig *gpu.MIGInstance)
 		"BERTH_NODE_ID="+a.cfg.NodeID,
 		"BERTH_ALLOC_ID="+d.ID,
 		"BERTH_ALLOC_DIR="+dir,
+		// Where the workload reports the checkpoint it wrote (bytes and
+		// seconds): the measure of checkpoint bandwidth (R3).
+		"BERTH_CHECKPOINT_STATS="+filepath.Join(dir, statsFile),
 		"BERTH_GPUS="+strconv.Itoa(d.GPUs.Count()),
 	)
 	if d.OwnerKind == model.OwnerInference {

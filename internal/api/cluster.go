@@ -42,6 +42,13 @@ type Topology struct {
 	SharedGPUs      int `json:"shared_gpus"`
 	SharedFreeMilli int `json:"shared_free_milli"`
 	LargestShare    int `json:"largest_placeable_milli"`
+	// CheckpointBandwidth is the checkpoint storage bandwidth preemption
+	// deadlines are set from, in bytes/s (R3): measured from the
+	// checkpoints workloads report when Measured, else the configured one.
+	CheckpointBandwidth float64 `json:"checkpoint_bandwidth"`
+	Measured            bool    `json:"checkpoint_bandwidth_measured"`
+	// CheckpointFloor is the bandwidth below which preemption stops.
+	CheckpointFloor float64 `json:"checkpoint_bandwidth_floor"`
 }
 
 // Node is GET /v1/nodes entries.

@@ -49,6 +49,9 @@ func ValidateHeartbeat(h *Heartbeat) error {
 		default:
 			return Invalid("allocations", "[%d].state: %q: expected starting, running, stopping or exited", i, a.State)
 		}
+		if st := a.CheckpointStats; st != nil && (st.Bytes <= 0 || !(st.Seconds > 0 && st.Seconds < 1e7) || st.At.IsZero()) {
+			return Invalid("allocations", "[%d].checkpoint_stats: bytes %d, seconds %g: expected positive bytes, seconds between 0 and 1e7, and at", i, st.Bytes, st.Seconds)
+		}
 	}
 	return nil
 }

@@ -95,8 +95,10 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 		}
 		j.Checkpoint = &model.Checkpoint{Path: c.Path, SizeBytes: c.Bytes, Interval: iv}
 	}
-	if r.Preemptible && (r.Checkpoint == nil || r.Checkpoint.Bytes <= 0) {
-		return model.Job{}, Invalid("checkpoint", "a preemptible job must declare its checkpoint (path and bytes > 0)")
+	if r.Preemptible && (r.Checkpoint == nil || r.Checkpoint.Path == "") {
+		// bytes may be left out: the deadline then uses the size its
+		// checkpoints are measured at (R3).
+		return model.Job{}, Invalid("checkpoint", "a preemptible job must declare its checkpoint (a path; bytes, or 0 to use the measured size)")
 	}
 	if err := j.Validate(); err != nil {
 		return model.Job{}, jobFieldError(err)

@@ -144,14 +144,14 @@ func (ch *change) stop(a *model.Allocation, reason string, deadline time.Time) {
 		}
 		return
 	}
-	a.Stopping, a.StopDeadline, a.StopReason = true, deadline, reason
+	a.Stopping, a.StopDeadline, a.StopReason, a.StopAt = true, deadline, reason, ch.now
 }
 
 // stopDeadline is how long the owner of a gets to exit cleanly.
 func (ch *change) stopDeadline(a *model.Allocation) time.Time {
 	if a.OwnerKind != model.OwnerInference {
 		if j := ch.job(a.OwnerID); j != nil {
-			return ch.now.Add(sched.StopDeadline(j, ch.c.schedConfig(), 0))
+			return ch.now.Add(sched.StopDeadline(j, ch.c.schedConfig(), ch.c.MeasuredBandwidth()))
 		}
 	}
 	return ch.now.Add(ch.c.cfg.StopGrace)

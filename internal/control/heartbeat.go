@@ -83,6 +83,7 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 	for _, f := range rep.Faults {
 		c.fault(ch, n, f)
 	}
+	c.noteCheckpoints(ch, rep)
 	onNode := map[string]bool{}
 	for _, a := range ch.allocsOn(n.ID) {
 		onNode[a.ID] = true

@@ -80,6 +80,9 @@ func (c *Controller) read() *input {
 		in.raw[docReservations] = readDoc(v, docReservations, &s.Reservations)
 		in.raw[docRelocations] = readDoc(v, docRelocations, &in.relocations)
 		in.raw[docPreemptions] = readDoc(v, docPreemptions, &s.RecentPreemptions)
+		var recs []checkpointRecord
+		readDoc(v, docCheckpoints, &recs)
+		s.StorageBandwidth = sched.MeasuredBandwidth(samplesOf(recs))
 	})
 	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].ID < s.Nodes[j].ID })
 	sort.Slice(s.Allocations, func(i, j int) bool { return s.Allocations[i].ID < s.Allocations[j].ID })

@@ -42,6 +42,9 @@ type Allocation struct {
 	// requested, deadline StopDeadline. Its GPUs are still in use.
 	Stopping     bool      `json:"stopping,omitempty"`
 	StopDeadline time.Time `json:"stop_deadline,omitzero"`
+	// StopAt is when the stop was asked for: a checkpoint killed at the
+	// deadline wrote for at least StopDeadline − StopAt.
+	StopAt time.Time `json:"stop_at,omitzero"`
 	// Killing marks a stopping allocation whose deadline passed: the agent
 	// is told to SIGKILL. The GPUs stay in use until it confirms the exit.
 	Killing bool `json:"killing,omitempty"`

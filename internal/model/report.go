@@ -56,6 +56,18 @@ type ActualAlloc struct {
 	Killed bool `json:"killed,omitempty"`
 	// Checkpoint is the checkpoint the process wrote before exiting.
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// CheckpointStats is the workload's report of the last checkpoint it
+	// wrote, periodic or on SIGTERM (R3).
+	CheckpointStats *CheckpointStats `json:"checkpoint_stats,omitempty"`
+}
+
+// CheckpointStats is what a workload reports of one checkpoint it wrote:
+// its size, how long the write took, and when it finished. The control
+// plane measures the checkpoint storage's bandwidth from them.
+type CheckpointStats struct {
+	Bytes   int64     `json:"bytes"`
+	Seconds float64   `json:"seconds"`
+	At      time.Time `json:"at"`
 }
 
 // NodeOrders is the desired state for one node: what should run there,

@@ -97,9 +97,22 @@ const (
 // state is. The size sets the preemption deadline (R3): size / measured
 // storage bandwidth × 3.
 type Checkpoint struct {
-	Path      string        `json:"path"`
-	SizeBytes int64         `json:"size_bytes"`
-	Interval  time.Duration `json:"interval,omitempty"`
+	Path string `json:"path"`
+	// SizeBytes may be left 0: the deadline then uses MeasuredBytes, the
+	// size the job's last checkpoint was reported at (until one is, the
+	// deadline's floor).
+	SizeBytes     int64         `json:"size_bytes"`
+	MeasuredBytes int64         `json:"measured_bytes,omitempty"`
+	Interval      time.Duration `json:"interval,omitempty"`
+}
+
+// Bytes is the checkpoint size a deadline is set from: the declared size,
+// else the last measured one.
+func (c *Checkpoint) Bytes() int64 {
+	if c.SizeBytes > 0 {
+		return c.SizeBytes
+	}
+	return c.MeasuredBytes
 }
 
 // Job is a training job: gang-scheduled, all GPUs or none.
@@ -186,11 +199,11 @@ func (j *Job) Validate() error {
 		// cheap to reclaim, so it must say where and how much it writes.
 		switch {
 		case j.Checkpoint == nil:
-			return fmt.Errorf("checkpoint: a preemptible job must declare one (path and size_bytes)")
+			return fmt.Errorf("checkpoint: a preemptible job must declare one (path, and size_bytes unless it is to be measured)")
 		case j.Checkpoint.Path == "":
 			return fmt.Errorf("checkpoint.path: a preemptible job must say where it checkpoints")
-		case j.Checkpoint.SizeBytes <= 0:
-			return fmt.Errorf("checkpoint.size_bytes: %d must be positive for a preemptible job", j.Checkpoint.SizeBytes)
+		case j.Checkpoint.SizeBytes < 0:
+			return fmt.Errorf("checkpoint.size_bytes: %d must not be negative (0: the size its checkpoints are measured at)", j.Checkpoint.SizeBytes)
 		}
 	}
 	return nil

@@ -90,7 +90,7 @@ func (p *planner) deadline(j *model.Job) time.Duration {
 func stopDeadline(j *model.Job, floor time.Duration, bandwidth float64) time.Duration {
 	d := floor
 	if j.Checkpoint != nil && bandwidth > 0 {
-		if c := time.Duration(float64(j.Checkpoint.SizeBytes) / bandwidth * 3 * float64(time.Second)); c > d {
+		if c := time.Duration(float64(j.Checkpoint.Bytes()) / bandwidth * 3 * float64(time.Second)); c > d {
 			d = c
 		}
 	}
@@ -108,13 +108,24 @@ func StopDeadline(j *model.Job, c Config, bandwidth float64) time.Duration {
 	return stopDeadline(j, c.Storage.MinDeadline, bandwidth)
 }
 
+// StorageView is the checkpoint bandwidth a pass plans with, given the
+// measured one (0: none yet), whether it was measured, and the floor below
+// which preemption stops: what the topology view shows.
+func StorageView(c Config, measured float64) (bandwidth float64, isMeasured bool, floor float64) {
+	c = c.withDefaults()
+	if measured > 0 {
+		return measured, true, c.Storage.MinBandwidth
+	}
+	return c.Storage.Bandwidth, false, c.Storage.MinBandwidth
+}
+
 // writeRate is the checkpoint bandwidth a preemption of j takes while in
 // flight: its checkpoint spread over its deadline.
 func (p *planner) writeRate(j *model.Job) float64 {
 	if j.Checkpoint == nil {
 		return 0
 	}
-	return float64(j.Checkpoint.SizeBytes) / p.deadline(j).Seconds()
+	return float64(j.Checkpoint.Bytes()) / p.deadline(j).Seconds()
 }
 
 // verdict is whether a set of victims may be preempted now.
@@ -135,8 +146,7 @@ const (
 func (p *planner) allow(victims []*victim, floor, onLoan bool) (verdict, string) {
 	b := &p.budget
 	if b.degraded {
-		return stopped, fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped (a preemption that cannot checkpoint is a kill)",
-			rateString(b.bandwidth), rateString(p.cfg.Storage.MinBandwidth))
+		return stopped, p.storageStopped()
 	}
 	gpus, write := 0, 0.0
 	for _, v := range victims {
@@ -156,6 +166,12 @@ func (p *planner) allow(victims []*victim, floor, onLoan bool) (verdict, string)
 			100*r, 100*p.cfg.Budget.Page)
 	}
 	return allowed, ""
+}
+
+// storageStopped says why R3's guard stops preemption.
+func (p *planner) storageStopped() string {
+	return fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped (a preemption that cannot checkpoint is a kill)",
+		rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth))
 }
 
 // preempt records the preemption of victims for a beneficiary.
@@ -198,5 +214,8 @@ func (p *planner) lost(v *victim) float64 {
 }
 
 func rateString(bps float64) string {
+	if bps < 10e9 {
+		return fmt.Sprintf("%.2g GB/s", bps/1e9)
+	}
 	return fmt.Sprintf("%.0f GB/s", bps/1e9)
 }

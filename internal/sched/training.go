@@ -99,6 +99,10 @@ func (p *planner) training() {
 			preempting = false
 			reason.Constraint = "preemption"
 			reason.Message += "; " + msg
+		} else if p.budget.degraded && qj.rank.tier == tierScheduled {
+			// Work that would preempt, but R3's guard stops it: say so.
+			reason.Constraint = "preemption"
+			reason.Message += "; " + p.storageStopped()
 		}
 		// Below the reservation depth a job waits without holding.
 		res := p.holdFreeWithin(j, prio.Effective)

@@ -41,7 +41,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown gpu model", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","gpu_model":"B200"`), "gpu_model", ""},
 		{"more cpu than a node", "POST", "/v1/jobs", job(`"gpus":1,"topology":"node","cpu_milli":999999999`), "cpu_milli", ""},
 		{"preemptible without checkpoint", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","preemptible":true`), "checkpoint", ""},
-		{"preemptible with empty checkpoint", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","preemptible":true,"checkpoint":{"path":"/ck","bytes":0}`), "checkpoint", ""},
+		{"preemptible with no checkpoint path", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","preemptible":true,"checkpoint":{"path":"","bytes":0}`), "checkpoint.path", ""},
 		{"checkpoint without path", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","checkpoint":{"bytes":10}`), "checkpoint.path", ""},
 		{"bad max_runtime", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","max_runtime":"three days"`), "max_runtime", "duration"},
 		{"negative max_runtime", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","max_runtime":"-1h"`), "max_runtime", ""},

@@ -38,6 +38,7 @@ func (s *Server) Topology() api.Topology {
 	if t.FreeByNode == nil {
 		t.FreeByNode = map[string]int{}
 	}
+	t.CheckpointBandwidth, t.Measured, t.CheckpointFloor = sched.StorageView(cfg, s.ctl.MeasuredBandwidth())
 	for _, n := range nodes {
 		if n.Schedulable() {
 			t.TotalGPUs += n.GPUs - n.QuarantinedGPUs.Count()

@@ -92,12 +92,13 @@ var (
 	descPages     = prometheus.NewDesc("berth_alerts_open", "Open alerts by severity.", []string{"severity"}, nil)
 	descHBAge     = prometheus.NewDesc("berth_heartbeat_age_max_seconds", "Longest time since any live node's last heartbeat.", nil, nil)
 	descNodes     = prometheus.NewDesc("berth_nodes", "Nodes by health.", []string{"health"}, nil)
+	descCkptBW    = prometheus.NewDesc("berth_checkpoint_bandwidth_bytes_per_second", "Checkpoint storage bandwidth preemption deadlines are set from (R3), by source: measured from reported checkpoints, or assumed (configured, nothing measured yet); and the floor below which preemption stops.", []string{"source"}, nil)
 )
 
 type fleetCollector struct{ s *Server }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descShare, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes} {
+	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descShare, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes, descCkptBW} {
 		ch <- d
 	}
 }
@@ -132,6 +133,12 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descShare, float64(t.SharedFreeMilli), "free_on_shared")
 	g(descShare, float64(t.LargestShare), "largest_placeable")
 	g(descFrag, t.Fragmentation)
+	source := "assumed"
+	if t.Measured {
+		source = "measured"
+	}
+	g(descCkptBW, t.CheckpointBandwidth, source)
+	g(descCkptBW, t.CheckpointFloor, "floor")
 	count, oldest := map[string]int{}, map[string]float64{}
 	now := time.Now()
 	health := map[string]int{}

@@ -17,7 +17,24 @@ type TrainConfig struct {
 	// CheckpointEvery writes a checkpoint every so many steps as well as
 	// on SIGTERM (0: only on SIGTERM).
 	CheckpointEvery int
-	Out             io.Writer
+	// CheckpointBytes is the size of the training state the stand-in
+	// pretends to write, and CheckpointBandwidth how fast its storage
+	// takes it (bytes/s; 0: as fast as the file write). A checkpoint then
+	// takes bytes / bandwidth, which is what a slow cluster filesystem
+	// looks like to the agent.
+	CheckpointBytes     int64
+	CheckpointBandwidth float64
+	Out                 io.Writer
+}
+
+// CheckpointStats is what a workload tells its agent about the checkpoint
+// it just wrote, in the file $BERTH_CHECKPOINT_STATS names (R3): its size
+// and how long the write took, so the control plane can measure the
+// storage bandwidth preemption deadlines are set from.
+type CheckpointStats struct {
+	Bytes   int64     `json:"bytes"`
+	Seconds float64   `json:"seconds"`
+	At      time.Time `json:"at"`
 }
 
 // Checkpoint is what the stand-in trainer saves.
@@ -46,6 +63,9 @@ func Train(stop <-chan struct{}, cfg TrainConfig) error {
 	if cfg.CheckpointEvery < 0 {
 		return fmt.Errorf("--checkpoint-every: %d: expected 0 or more", cfg.CheckpointEvery)
 	}
+	if cfg.CheckpointBytes < 0 || cfg.CheckpointBandwidth < 0 {
+		return fmt.Errorf("--checkpoint-bytes, --checkpoint-bandwidth: %d, %g: expected 0 or more", cfg.CheckpointBytes, cfg.CheckpointBandwidth)
+	}
 	job := os.Getenv("BERTH_JOB_ID")
 	if job == "" {
 		job = "train"
@@ -66,7 +86,7 @@ func Train(stop <-chan struct{}, cfg TrainConfig) error {
 	for step < cfg.Steps {
 		select {
 		case <-stop:
-			path, err := saveCheckpoint(job, step)
+			path, err := saveCheckpoint(cfg, job, step)
 			if err != nil {
 				return fmt.Errorf("checkpoint on SIGTERM: %w", err)
 			}
@@ -77,7 +97,7 @@ func Train(stop <-chan struct{}, cfg TrainConfig) error {
 		step++
 		fmt.Fprintf(cfg.Out, "step %d/%d\n", step, cfg.Steps)
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 && step < cfg.Steps {
-			path, err := saveCheckpoint(job, step)
+			path, err := saveCheckpoint(cfg, job, step)
 			if err != nil {
 				return fmt.Errorf("checkpoint: %w", err)
 			}
@@ -107,7 +127,8 @@ func readCheckpoint(path string) (Checkpoint, error) {
 // (the allocation's directory when unset), then names it in
 // $BERTH_ALLOC_DIR/checkpoint, where the agent looks when the process
 // exits.
-func saveCheckpoint(job string, step int) (string, error) {
+func saveCheckpoint(cfg TrainConfig, job string, step int) (string, error) {
+	began := time.Now()
 	dir := os.Getenv("BERTH_CHECKPOINT_DIR")
 	if dir == "" {
 		dir = os.Getenv("BERTH_ALLOC_DIR")
@@ -123,8 +144,23 @@ func saveCheckpoint(job string, step int) (string, error) {
 		return "", err
 	}
 	b, _ := json.Marshal(Checkpoint{Job: job, Step: step, At: time.Now().UTC()})
+	if cfg.CheckpointBandwidth > 0 && cfg.CheckpointBytes > 0 {
+		// The stand-in's training state is a few bytes; the storage it
+		// pretends to fill takes as long as the real state would.
+		time.Sleep(time.Duration(float64(cfg.CheckpointBytes) / cfg.CheckpointBandwidth * float64(time.Second)))
+	}
 	if err := atomicWrite(path, b); err != nil {
 		return "", err
+	}
+	if sp := os.Getenv("BERTH_CHECKPOINT_STATS"); sp != "" {
+		size := cfg.CheckpointBytes
+		if size == 0 {
+			size = int64(len(b))
+		}
+		st, _ := json.Marshal(CheckpointStats{Bytes: size, Seconds: time.Since(began).Seconds(), At: time.Now().UTC()})
+		if err := atomicWrite(sp, st); err != nil {
+			return "", err
+		}
 	}
 	if ad := os.Getenv("BERTH_ALLOC_DIR"); ad != "" {
 		if err := atomicWrite(filepath.Join(ad, "checkpoint"), []byte(path+"\n")); err != nil {

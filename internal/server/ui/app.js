@@ -50,6 +50,9 @@
     $("#free").textContent = d.topology.free_gpus + " / " + d.topology.total_gpus;
     $("#free-nodes").textContent = d.topology.free_nodes_full;
     $("#shared").textContent = d.topology.shared_gpus ? d.topology.shared_gpus + " GPUs, " + d.topology.shared_free_milli + " milli free" : "none";
+    const bw = d.topology.checkpoint_bandwidth / 1e9;
+    $("#ckpt-bw").textContent = bw.toFixed(1) + " GB/s " + (d.topology.checkpoint_bandwidth_measured ? "measured" : "assumed") +
+      (d.topology.checkpoint_bandwidth < d.topology.checkpoint_bandwidth_floor ? " · below the floor: preemption stopped" : "");
   }
 
   function grid(d) {

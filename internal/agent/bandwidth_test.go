@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/server"
+)
+
+// slowStorage assumes 1 GB/s of checkpoint storage and stops preemption
+// below 0.2 GB/s; the deadline floor is low enough that the bandwidth,
+// not the floor, sets it.
+func slowStorage(c *server.Config) {
+	c.Control.Sched.Storage.Bandwidth = 1e9
+	c.Control.Sched.Storage.MinBandwidth = 0.2e9
+	c.Control.Sched.Storage.MinDeadline = time.Second
+}
+
+// measured waits until the topology reports a measured checkpoint
+// bandwidth within 25% of want, and returns it.
+func measured(t *testing.T, f *fleet, want float64) api.Topology {
+	t.Helper()
+	var top api.Topology
+	eventually(t, fmt.Sprintf("checkpoint bandwidth measured near %.2f GB/s", want/1e9), func() error {
+		var err error
+		top, err = f.api.Topology(context.Background())
+		if err != nil {
+			return err
+		}
+		if !top.Measured || top.CheckpointBandwidth < 0.75*want || top.CheckpointBandwidth > 1.25*want {
+			return fmt.Errorf("%.3f GB/s (measured %v)", top.CheckpointBandwidth/1e9, top.Measured)
+		}
+		return nil
+	})
+	return top
+}
+
+// TestSlowCheckpointsLengthenDeadlines (R3): a workload reports each
+// checkpoint's bytes and seconds; the control loop measures the storage
+// from them, and the next preemption's deadline is bytes / measured
+// bandwidth × 3, not what the configured bandwidth would give. The job
+// checkpoints within it and resumes.
+func TestSlowCheckpointsLengthenDeadlines(t *testing.T) {
+	f := newFleetWith(t, slowStorage)
+	n1 := f.startAgent("n1", "")
+	ck := t.TempDir()
+	// 2 GB at 0.5 GB/s: 4 s a checkpoint, one every 20 steps.
+	low := f.submit(api.JobRequest{Name: "low", GPUs: 8, Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: ck, Bytes: 2e9}},
+		"train", "-steps", "50", "-step-time", "20ms", "-checkpoint-every", "20", "-checkpoint-bytes", "2000000000", "-checkpoint-bandwidth", "500000000")
+	f.running(n1, low)
+	top := measured(t, f, 0.5e9)
+	if top.CheckpointFloor != 0.2e9 {
+		t.Errorf("floor %.2f GB/s, want the configured 0.2", top.CheckpointFloor/1e9)
+	}
+	high := f.submit(api.JobRequest{Name: "high", GPUs: 8, Priority: 100}, "train", "-steps", "3", "-step-time", "20ms")
+	var deadline time.Duration
+	eventually(t, "low preempted", func() error {
+		for _, a := range f.job(low).Allocations {
+			if a.Stopping && !a.StopAt.IsZero() {
+				deadline = a.StopDeadline.Sub(a.StopAt)
+				return nil
+			}
+		}
+		return fmt.Errorf("not stopping")
+	})
+	// Assumed 1 GB/s would give 2 GB / 1 GB/s × 3 = 6 s; measured at
+	// about 0.5 GB/s it is about 12 s.
+	if deadline < 9*time.Second || deadline > 16*time.Second {
+		t.Fatalf("preemption deadline %s: want about 12 s (2 GB / 0.5 GB/s × 3), the configured bandwidth would give 6 s", deadline)
+	}
+	f.waitState(high, "completed")
+	j := f.waitState(low, "completed")
+	if j.PreemptCount != 1 {
+		t.Errorf("preempt_count %d, want 1", j.PreemptCount)
+	}
+	for _, e := range j.History {
+		if strings.Contains(e.Detail, "killed") {
+			t.Errorf("the checkpoint (4 s) fit its %s deadline, but: %s %s", deadline, e.Event, e.Detail)
+		}
+	}
+}
+
+// TestStorageBelowTheFloorStopsPreemption (R3's guard): checkpoints
+// reported at 0.1 GB/s, below the 0.2 GB/s floor: berth pages and
+// preempts nothing, since a preemption that cannot checkpoint is a kill.
+// A job that leaves its checkpoint size out gets the measured one.
+func TestStorageBelowTheFloorStopsPreemption(t *testing.T) {
+	f := newFleetWith(t, slowStorage)
+	n1 := f.startAgent("n1", "")
+	ck := t.TempDir()
+	// 0.4 GB at 0.1 GB/s: 4 s a checkpoint. No size declared.
+	low := f.submit(api.JobRequest{Name: "low", GPUs: 8, Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: ck}},
+		"train", "-steps", "2000", "-step-time", "20ms", "-checkpoint-every", "5", "-checkpoint-bytes", "400000000", "-checkpoint-bandwidth", "100000000")
+	f.running(n1, low)
+	measured(t, f, 0.1e9)
+	eventually(t, "the measured size on the job", func() error {
+		if c := f.job(low).Checkpoint; c == nil || c.MeasuredBytes != 4e8 {
+			return fmt.Errorf("checkpoint %+v", c)
+		}
+		return nil
+	})
+	high := f.submit(api.JobRequest{Name: "high", GPUs: 8, Priority: 100}, "train", "-steps", "3", "-step-time", "20ms")
+	eventually(t, "a storage page, high pending on it", func() error {
+		var list server.AlertList
+		if err := f.api.Do(context.Background(), http.MethodGet, "/v1/alerts", nil, &list); err != nil {
+			return err
+		}
+		paged := false
+		for _, a := range list.Alerts {
+			paged = paged || (a.Kind == "storage_degraded" && a.Severity == "page" && a.ResolvedAt == nil)
+		}
+		if !paged {
+			return fmt.Errorf("alerts %+v", alertKinds(list.Alerts))
+		}
+		if r := f.job(high).PendingReason; r == nil || !strings.Contains(r.Message, "checkpoint storage bandwidth") {
+			return fmt.Errorf("high's reason %+v", r)
+		}
+		return nil
+	})
+	// And it stays so: low keeps its GPUs.
+	time.Sleep(2 * time.Second)
+	for _, a := range f.job(low).Allocations {
+		if a.Stopping {
+			t.Fatalf("low was preempted below the storage floor: %+v", a)
+		}
+	}
+	if s := f.job(high).State; s != "pending" {
+		t.Fatalf("high is %s, want pending behind the storage guard", s)
+	}
+}
+
+func alertKinds(as []control.AlertRecord) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.Kind+"/"+string(a.Severity))
+	}
+	return out
+}

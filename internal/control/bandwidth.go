@@ -1,0 +1,90 @@
+package control
+
+import (
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
+	"github.com/berthsched/berth/internal/store"
+)
+
+// docCheckpoints holds the recent checkpoint reports the storage bandwidth
+// is measured from (R3).
+const docCheckpoints = "checkpoints"
+
+// checkpointRecord is one report, with the allocation it came from so that
+// the same report, repeated by every heartbeat, is counted once.
+type checkpointRecord struct {
+	Alloc string `json:"alloc"`
+	sched.CheckpointSample
+}
+
+func (c *Controller) checkpointRecords() []checkpointRecord {
+	var out []checkpointRecord
+	c.st.Cache().Read(func(v store.View) { readDoc(v, docCheckpoints, &out) })
+	return out
+}
+
+func samplesOf(recs []checkpointRecord) []sched.CheckpointSample {
+	out := make([]sched.CheckpointSample, len(recs))
+	for i, r := range recs {
+		out[i] = r.CheckpointSample
+	}
+	return out
+}
+
+// MeasuredBandwidth is the checkpoint storage bandwidth the reports show,
+// in bytes/s; 0 while none has been reported (the configured bandwidth is
+// then assumed).
+func (c *Controller) MeasuredBandwidth() float64 {
+	return sched.MeasuredBandwidth(samplesOf(c.checkpointRecords()))
+}
+
+// noteCheckpoints records what a node report says of checkpoints: each
+// workload's report of the checkpoint it last wrote (bytes, seconds), and
+// each preemption killed at its deadline, which wrote its checkpoint's
+// bytes in no less than the time it had. A job that left its checkpoint
+// size out gets the measured one. It must run before the exits in the
+// report remove their allocations.
+func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
+	recs := c.checkpointRecords()
+	n0 := len(recs)
+	seen := func(alloc string, end time.Time) bool {
+		for _, r := range recs {
+			if r.Alloc == alloc && r.End.Equal(end) {
+				return true
+			}
+		}
+		// Older than everything kept: dropped already, not new.
+		return len(recs) >= sched.MaxCheckpointSamples && end.Before(recs[0].End)
+	}
+	for _, r := range rep.Allocations {
+		fresh := r.CheckpointStats != nil && !seen(r.ID, r.CheckpointStats.At)
+		if !fresh && !(r.State == model.ActualExited && r.Killed) {
+			continue // the common case: nothing to look up
+		}
+		a := ch.alloc(r.ID)
+		if a == nil || a.OwnerKind == model.OwnerInference {
+			continue
+		}
+		if st := r.CheckpointStats; fresh {
+			recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: st.Bytes,
+				Start: st.At.Add(-time.Duration(st.Seconds * float64(time.Second))), End: st.At, Complete: true}})
+			if j := ch.job(a.OwnerID); j != nil && j.Checkpoint != nil && j.Checkpoint.MeasuredBytes != st.Bytes {
+				j.Checkpoint.MeasuredBytes = st.Bytes
+			}
+		}
+		if r.State == model.ActualExited && r.Killed && a.Stopping && a.StopReason == "preempted" && !a.StopAt.IsZero() {
+			if j := ch.job(a.OwnerID); j != nil && j.Checkpoint != nil && j.Checkpoint.Bytes() > 0 {
+				recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: j.Checkpoint.Bytes(), Start: a.StopAt, End: ch.now}})
+			}
+		}
+	}
+	if len(recs) == n0 {
+		return
+	}
+	if len(recs) > sched.MaxCheckpointSamples {
+		recs = recs[len(recs)-sched.MaxCheckpointSamples:]
+	}
+	ch.txn.Put(store.Docs, docCheckpoints, recs)
+}
