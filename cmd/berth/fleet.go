@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/control"
 	"github.com/spf13/cobra"
 )
@@ -90,6 +91,15 @@ func newDeployCmd() *cobra.Command {
 	f.IntVar(&desired, "desired", 0, "replicas wanted now (default: min)")
 	f.IntVar(&req.Priority, "priority", 0, "priority among deployments")
 	f.StringVar(&req.Image, "image", "", "container image, for runtimes that take one")
+	var readyHTTP string
+	var readyCmd []string
+	f.StringVar(&readyHTTP, "ready-http", "", "readiness check: a path asked of the address the replica writes to $BERTH_ALLOC_DIR/addr (/healthz), or an http:// URL; 2xx-3xx is ready")
+	f.StringSliceVar(&readyCmd, "ready-cmd", nil, "readiness check: a command (comma-separated words) that exits 0 when the replica serves")
+	create.PreRun = func(*cobra.Command, []string) {
+		if readyHTTP != "" || len(readyCmd) > 0 {
+			req.Readiness = &model.Readiness{HTTP: readyHTTP, Command: readyCmd}
+		}
+	}
 
 	scale := simple(&conn, "scale DEPLOYMENT REPLICAS", "Set a deployment's desired replicas (clamped into [min, max])", cobra.ExactArgs(2),
 		func(cmd *cobra.Command, args []string, do clientDo) (any, func(*tabwriter.Writer), error) {
@@ -112,13 +122,13 @@ func newDeployCmd() *cobra.Command {
 				return nil, nil, err
 			}
 			return list, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NAME\tTEAM\tGPUS/REPLICA\tDESIRED\tTARGET\tACTUAL\tSTOPPING\tMIN\tMAX\tWHY SHORT")
+				fmt.Fprintln(tw, "NAME\tTEAM\tGPUS/REPLICA\tDESIRED\tTARGET\tACTUAL\tREADY\tSTOPPING\tMIN\tMAX\tWHY SHORT")
 				for _, d := range list.Deployments {
 					why := ""
 					if d.Pending != nil {
 						why = d.Pending.Message
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.ID, dash(d.Team), gpusOf(d.ReplicaShape.GPUs, d.ReplicaShape.GPUMilli), d.Desired, d.Target, d.Actual, d.Stopping, d.MinReplicas, d.MaxReplicas, dash(why))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.ID, dash(d.Team), gpusOf(d.ReplicaShape.GPUs, d.ReplicaShape.GPUMilli), d.Desired, d.Target, d.Actual, d.Ready, d.Stopping, d.MinReplicas, d.MaxReplicas, dash(why))
 				}
 			}, nil
 		})

@@ -62,5 +62,6 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "address to serve on (port 0: any free port, written to $BERTH_ALLOC_DIR/addr)")
 	cmd.Flags().DurationVar(&cfg.Drain, "drain", 5*time.Second, "how long requests in flight get after SIGTERM")
 	cmd.Flags().DurationVar(&cfg.Latency, "latency", 0, "added to each answer, standing in for a forward pass")
+	cmd.Flags().DurationVar(&cfg.Load, "load-time", 0, "model load time: /healthz answers 503 until then (a readiness check sees it)")
 	return cmd
 }

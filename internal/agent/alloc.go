@@ -34,6 +34,8 @@ type alloc struct {
 	exitCode   int
 	killed     bool
 	checkpoint string
+	readiness  *model.Readiness // the replica's check; nil: ready when running
+	ready      bool
 	hold       bool // no command: the allocation only holds its GPUs
 	pgid       int
 	cgDir      string
@@ -58,7 +60,7 @@ func (p *alloc) actual() model.ActualAlloc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint,
-		CheckpointStats: readStats(p.dir)}
+		CheckpointStats: readStats(p.dir), Ready: p.state == model.ActualRunning && (p.readiness == nil || p.ready)}
 }
 
 // statsFile is where a workload reports its last checkpoint's size and

@@ -43,6 +43,7 @@ func helperWorkload(kind string, args []string) int {
 	every := fs.Int("checkpoint-every", 0, "")
 	ckBytes := fs.Int64("checkpoint-bytes", 0, "")
 	ckBW := fs.Float64("checkpoint-bandwidth", 0, "")
+	load := fs.Duration("load-time", 0, "")
 	marker := fs.String("marker", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -56,7 +57,7 @@ func helperWorkload(kind string, args []string) int {
 		}
 		return workload.ExitCode(err)
 	case "serve":
-		err := workload.Serve(workload.StopSignal(), workload.ServeConfig{Listen: "127.0.0.1:0", Drain: 2 * time.Second, Out: os.Stdout})
+		err := workload.Serve(workload.StopSignal(), workload.ServeConfig{Listen: "127.0.0.1:0", Drain: 2 * time.Second, Load: *load, Out: os.Stdout})
 		return workload.ExitCode(err)
 	case "stubborn":
 		// Ignores SIGTERM, noting when it came: only SIGKILL ends it.

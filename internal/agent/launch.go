@@ -84,6 +84,10 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	}
 	a.log.Info("allocation started", "alloc", d.ID, "owner", d.OwnerID, "gpus", d.GPUs.String(), "pid", pid)
 	go p.supervise(cmd, a.cfg.StrayGrace)
+	if r := d.Workload.Readiness; r != nil && d.OwnerKind == model.OwnerInference {
+		p.readiness = r
+		go p.watchReady(r, cmd.Env)
+	}
 	return p
 }
 

@@ -27,6 +27,8 @@ type DeploymentRequest struct {
 	Command      []string          `json:"command,omitempty"`
 	Image        string            `json:"image,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
+	// Readiness is the replica's readiness check (R4).
+	Readiness *model.Readiness `json:"readiness,omitempty"`
 }
 
 // Deployment validates the request and builds the deployment. Its id is
@@ -61,8 +63,11 @@ func (r *DeploymentRequest) Deployment() (model.Deployment, error) {
 	if r.Desired != nil {
 		d.Desired = *r.Desired
 	}
+	if r.Readiness != nil && len(r.Command) == 0 && r.Image == "" {
+		return model.Deployment{}, Invalid("readiness", "a readiness check needs a workload to check: set command or image")
+	}
 	if len(r.Command) > 0 || r.Image != "" || len(r.Env) > 0 {
-		d.Workload = &model.Workload{Command: r.Command, Image: r.Image, Env: r.Env}
+		d.Workload = &model.Workload{Command: r.Command, Image: r.Image, Env: r.Env, Readiness: r.Readiness}
 		if err := d.Workload.Validate(""); err != nil {
 			return model.Deployment{}, FromFieldError(err)
 		}
@@ -105,8 +110,11 @@ func (r *ScaleRequest) Validate() error {
 type Deployment struct {
 	model.Deployment
 	// Target is desired clamped into [min, max]: what berth reconciles to.
-	Target   int     `json:"target_replicas"`
-	Actual   int     `json:"actual_replicas"`
+	Target int `json:"target_replicas"`
+	Actual int `json:"actual_replicas"`
+	// Ready counts the replicas that serve: placed, and their readiness
+	// check passing (R4). Capacity is this, not Actual.
+	Ready    int     `json:"ready_replicas"`
 	Stopping int     `json:"stopping_replicas"`
 	Pending  *Reason `json:"pending_reason,omitempty"`
 }

@@ -18,18 +18,19 @@ type liveness struct {
 	since  time.Time
 	seen   map[string]time.Time
 	actual map[string]model.ActualState // allocation id → as last reported
+	ready  map[string]bool              // allocation id → readiness as last reported
 	// mass is set while the mass-unreachability guard holds.
 	mass bool
 }
 
 func newLiveness() *liveness {
-	return &liveness{seen: map[string]time.Time{}, actual: map[string]model.ActualState{}}
+	return &liveness{seen: map[string]time.Time{}, actual: map[string]model.ActualState{}, ready: map[string]bool{}}
 }
 
 func (l *liveness) reset(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.since, l.seen, l.actual = now, map[string]time.Time{}, map[string]model.ActualState{}
+	l.since, l.seen, l.actual, l.ready = now, map[string]time.Time{}, map[string]model.ActualState{}, map[string]bool{}
 }
 
 func (l *liveness) heard(rep *model.NodeReport, now time.Time) {
@@ -39,8 +40,10 @@ func (l *liveness) heard(rep *model.NodeReport, now time.Time) {
 	for _, a := range rep.Allocations {
 		if a.State == model.ActualExited {
 			delete(l.actual, a.ID)
+			delete(l.ready, a.ID)
 		} else {
 			l.actual[a.ID] = a.State
+			l.ready[a.ID] = a.Ready
 		}
 	}
 }
@@ -74,11 +77,17 @@ func (l *liveness) last(node string) time.Time {
 	return l.since
 }
 
-func (l *liveness) running(alloc string) bool {
+// isReady reports whether the allocation's last report said it serves
+// (R4: its readiness check passes).
+func (l *liveness) isReady(alloc string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.actual[alloc] == model.ActualRunning
+	return l.actual[alloc] == model.ActualRunning && l.ready[alloc]
 }
+
+// Ready reports whether an allocation serves: running, and its readiness
+// check (if its workload has one) passing, as its node last reported.
+func (c *Controller) Ready(alloc string) bool { return c.live.isReady(alloc) }
 
 // checkLiveness marks silent nodes suspect, then lost after the grace;
 // losing a node releases its allocations and requeues its jobs. When most

@@ -183,8 +183,9 @@ func (c *Controller) checkDeadlines(ch *change, allocs []model.Allocation) {
 	}
 }
 
-// checkRelocations finishes moves whose new copy runs (make before break:
-// only then does the old copy stop) and drops moves whose new copy is gone.
+// checkRelocations finishes moves whose new copy is ready (make before
+// break, R4: only once its readiness check passes does the old copy stop)
+// and drops moves whose new copy is gone.
 func (c *Controller) checkRelocations(ch *change, in *input) ([]relocation, bool) {
 	var keep []relocation
 	changed := false
@@ -197,7 +198,7 @@ func (c *Controller) checkRelocations(ch *change, in *input) ([]relocation, bool
 		for _, id := range r.New {
 			if !exists[id] {
 				gone = true
-			} else if !c.live.running(id) {
+			} else if !c.live.isReady(id) {
 				ready = false
 			}
 		}

@@ -59,6 +59,9 @@ type ActualAlloc struct {
 	// CheckpointStats is the workload's report of the last checkpoint it
 	// wrote, periodic or on SIGTERM (R3).
 	CheckpointStats *CheckpointStats `json:"checkpoint_stats,omitempty"`
+	// Ready says an inference replica's readiness check passes (R4); for
+	// work without a check, that its process runs.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // CheckpointStats is what a workload reports of one checkpoint it wrote:

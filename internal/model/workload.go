@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,34 @@ type Workload struct {
 	Image   string            `json:"image,omitempty"`
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Readiness says when an inference replica serves (R4); without one
+	// it serves once its process runs.
+	Readiness *Readiness `json:"readiness,omitempty"`
+}
+
+// Readiness is a replica's readiness check: an HTTP GET (a path, asked of
+// the address the workload writes to $BERTH_ALLOC_DIR/addr, or a full
+// http:// URL) that answers 2xx or 3xx, or a command that exits 0.
+type Readiness struct {
+	HTTP    string   `json:"http,omitempty"`
+	Command []string `json:"command,omitempty"`
+}
+
+// Validate checks the check; prefix names the enclosing field.
+func (r *Readiness) Validate(prefix string) error {
+	switch {
+	case r.HTTP != "" && len(r.Command) > 0:
+		return fmt.Errorf("%sreadiness: set http or command, not both", prefix)
+	case r.HTTP == "" && len(r.Command) == 0:
+		return fmt.Errorf("%sreadiness: set http (a path like /healthz, or an http:// URL) or command", prefix)
+	case r.HTTP != "" && !strings.HasPrefix(r.HTTP, "/") && !strings.HasPrefix(r.HTTP, "http://") && !strings.HasPrefix(r.HTTP, "https://"):
+		return fmt.Errorf("%sreadiness.http: %q: expected a path (/healthz) or an http:// URL", prefix, r.HTTP)
+	case len(r.HTTP) > 1024:
+		return fmt.Errorf("%sreadiness.http: at most 1024 characters", prefix)
+	case len(r.Command) > 0 && r.Command[0] == "":
+		return fmt.Errorf("%sreadiness.command: the program must not be empty", prefix)
+	}
+	return nil
 }
 
 // Validate checks the workload; prefix names the enclosing field.
@@ -23,6 +52,9 @@ func (w *Workload) Validate(prefix string) error {
 		if k == "" {
 			return fmt.Errorf("%senv: variable names must not be empty", prefix)
 		}
+	}
+	if w.Readiness != nil {
+		return w.Readiness.Validate(prefix)
 	}
 	return nil
 }

@@ -64,6 +64,10 @@ func TestBadInput(t *testing.T) {
 
 		{"deployment unknown topology", "POST", "/v1/deployments", `{"name":"d","replica_shape":{"gpus":1,"topology":"rack"},"max_replicas":1}`, "replica_shape.topology", ""},
 		{"deployment gpus 0", "POST", "/v1/deployments", `{"name":"d","replica_shape":{"gpus":0,"topology":"node"},"max_replicas":1}`, "replica_shape.gpus", ""},
+		{"readiness with both checks", "POST", "/v1/deployments", `{"name":"d","replica_shape":{"gpus":1,"topology":"node"},"max_replicas":1,"command":["serve"],"readiness":{"http":"/healthz","command":["true"]}}`, "readiness", ""},
+		{"readiness http neither path nor URL", "POST", "/v1/deployments", `{"name":"d","replica_shape":{"gpus":1,"topology":"node"},"max_replicas":1,"command":["serve"],"readiness":{"http":"healthz"}}`, "readiness.http", ""},
+		{"readiness without a workload", "POST", "/v1/deployments", `{"name":"d","replica_shape":{"gpus":1,"topology":"node"},"max_replicas":1,"readiness":{"http":"/healthz"}}`, "readiness", ""},
+		{"heartbeat checkpoint stats nonsense", "POST", "/v1/agent/heartbeat", `{"node_id":"n1","boot_epoch":1,"gpus":8,"model":"H100","allocations":[{"id":"x","state":"running","checkpoint_stats":{"bytes":-1,"seconds":0,"at":"2026-01-01T00:00:00Z"}}]}`, "allocations", ""},
 		{"deployment too big", "POST", "/v1/deployments", `{"name":"d","replica_shape":{"gpus":9,"topology":"node"},"max_replicas":1}`, "replica_shape", ""},
 		{"deployment bad name", "POST", "/v1/deployments", `{"name":"Chat A","replica_shape":{"gpus":1,"topology":"node"},"max_replicas":1}`, "name", ""},
 		{"deployment max below min", "POST", "/v1/deployments", `{"name":"d","replica_shape":{"gpus":1,"topology":"node"},"min_replicas":2,"max_replicas":1}`, "max_replicas", ""},

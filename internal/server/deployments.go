@@ -13,16 +13,33 @@ import (
 func (s *Server) deploymentView(d model.Deployment) api.Deployment {
 	v := api.Deployment{Deployment: d, Target: d.Target()}
 	replicas, stopping := map[int]bool{}, map[int]bool{}
+	// A replica's copies by creation: one copy normally, two while it is
+	// relocated (make before break). It serves if some copy is all ready.
+	type copyKey struct {
+		replica int
+		at      int64
+	}
+	copies := map[copyKey]bool{}
 	s.st.Cache().Read(func(view store.View) {
 		for _, a := range view.AllocationsOf(d.ID) {
 			if a.Stopping {
 				stopping[a.Replica] = true
-			} else {
-				replicas[a.Replica] = true
+				continue
+			}
+			replicas[a.Replica] = true
+			k := copyKey{a.Replica, a.CreatedAt.UnixNano()}
+			if ready, seen := copies[k]; !seen || ready {
+				copies[k] = s.ctl.Ready(a.ID)
 			}
 		}
 	})
-	v.Actual, v.Stopping = len(replicas), len(stopping)
+	serving := map[int]bool{}
+	for k, ready := range copies {
+		if ready {
+			serving[k.replica] = true
+		}
+	}
+	v.Actual, v.Stopping, v.Ready = len(replicas), len(stopping), len(serving)
 	if last := s.ctl.Last(); last != nil {
 		if p, ok := last.Pending[d.ID]; ok && v.Actual < v.Target {
 			v.Pending = reasonView(&p.Reason)

@@ -21,6 +21,9 @@ type ServeConfig struct {
 	Drain time.Duration
 	// Latency is added to every answer, standing in for a forward pass.
 	Latency time.Duration
+	// Load is how long the model takes to load: /healthz answers 503
+	// "loading" until then, which a readiness check on it sees (R4).
+	Load time.Duration
 	Out     io.Writer
 }
 
@@ -48,12 +51,20 @@ func Serve(stop <-chan struct{}, cfg ServeConfig) error {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	replica, _ := strconv.Atoi(os.Getenv("BERTH_REPLICA"))
+	if cfg.Load < 0 {
+		return fmt.Errorf("--load-time: %v: expected 0 or more", cfg.Load)
+	}
+	loaded := time.Now().Add(cfg.Load)
 	var served atomic.Int64
 	var draining atomic.Bool
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if draining.Load() {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		if time.Now().Before(loaded) {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
