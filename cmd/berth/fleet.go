@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/berthsched/berth/internal/api"
-	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/model"
 	"github.com/spf13/cobra"
 )
 

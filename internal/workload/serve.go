@@ -24,7 +24,7 @@ type ServeConfig struct {
 	// Load is how long the model takes to load: /healthz answers 503
 	// "loading" until then, which a readiness check on it sees (R4).
 	Load time.Duration
-	Out     io.Writer
+	Out  io.Writer
 }
 
 // Reply is what the stand-in replica answers.
