@@ -309,7 +309,10 @@ func (p *planner) allocsIn(u unit) []int {
 // several reservations' fates together). It looks at held nodes only, so
 // its cost follows the holds, not the fleet. It returns the bind, or false.
 func (p *planner) backfill(j *model.Job) (Bind, bool) {
-	if j.MaxRuntime <= 0 || !j.Preemptible || len(p.reservations) == 0 {
+	// A job preempted before does not backfill again: backfill yields the
+	// moment its reservation can fill, and repeat preemption of one job
+	// is negative progress (§7's thrash guard).
+	if j.MaxRuntime <= 0 || !j.Preemptible || len(p.reservations) == 0 || j.PreemptCount > 0 {
 		return Bind{}, false
 	}
 	req := j.Request()
@@ -323,6 +326,7 @@ func (p *planner) backfill(j *model.Job) (Bind, bool) {
 		if res.Kind != model.OwnerTraining || res.HeldGPUs() < k || (!res.ETA.IsZero() && !end.Before(res.ETA)) {
 			continue
 		}
+
 		// The held node that fits tightest once its hold is lifted.
 		best, bestFree := -1, 0
 		for h, pt := range res.Held {

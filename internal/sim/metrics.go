@@ -71,11 +71,16 @@ type Metrics struct {
 	Kills int `json:"kills"`
 	// Thrash counts preemptions of jobs preempted before; ThrashPct is
 	// that over all preemptions.
-	Thrash           int     `json:"thrash"`
-	ThrashPct        float64 `json:"thrash_pct"`
-	Relocations      int     `json:"relocations"`
-	StarvationAlerts int     `json:"starvation_alerts"`
-	Pages            int     `json:"pages"`
+	Thrash      int     `json:"thrash"`
+	ThrashPct   float64 `json:"thrash_pct"`
+	Relocations int     `json:"relocations"`
+	// RelocationGain is largest_placeable.node recovered by relocations,
+	// summed over them (each: just after its old copy drained, less just
+	// before), and its mean per relocation.
+	RelocationGain     int     `json:"relocation_gain_node"`
+	RelocationGainMean float64 `json:"relocation_gain_node_mean"`
+	StarvationAlerts   int     `json:"starvation_alerts"`
+	Pages              int     `json:"pages"`
 
 	Series []Sample `json:"series"`
 
@@ -90,7 +95,7 @@ type Metrics struct {
 	shedGPUh, demandGPUh           float64
 	queue, firstQueue              map[string][]float64
 	trainGPUh                      float64
-	kills                          int
+	kills, relocGain               int
 	jct                            []float64
 	starved, paged                 map[string]bool
 	lost                           float64
@@ -277,6 +282,10 @@ func (m *Metrics) finish(r *run, wall time.Duration) {
 		m.PreemptionsPerHour = float64(m.preemptions) / hours
 	}
 	m.StarvationAlerts, m.Pages = len(m.starved), len(m.paged)
+	m.RelocationGain = m.relocGain
+	if m.relocations > 0 {
+		m.RelocationGainMean = float64(m.relocGain) / float64(m.relocations)
+	}
 }
 
 func percentiles(xs []float64) Percentiles {

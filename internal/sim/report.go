@@ -103,7 +103,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("GPU-h lost to preemption (% of training)", func(m *Metrics) string { return fmt.Sprintf("%.1f (%.2f%%)", m.LostGPUHours, m.LostPct) })
 	row("kills at the deadline", func(m *Metrics) string { return fmt.Sprint(m.Kills) })
 	row("repeat preemptions (% of all)", func(m *Metrics) string { return fmt.Sprintf("%d (%.1f%%)", m.Thrash, m.ThrashPct) })
-	row("relocations", func(m *Metrics) string { return fmt.Sprint(m.Relocations) })
+	row("relocations (largest_placeable.node recovered)", func(m *Metrics) string {
+		return fmt.Sprintf("%d (%+d)", m.Relocations, m.RelocationGain)
+	})
 	row("starvation alerts / pages", func(m *Metrics) string { return fmt.Sprintf("%d / %d", m.StarvationAlerts, m.Pages) })
 	row("events/s", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.EventsPerSecond) })
 	row("simulated s per wall s", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.SpeedUp) })
