@@ -47,10 +47,7 @@ func (ix *Index) available(pools Pools, withNodes bool) TopologySummary {
 	if !pools.configured() {
 		return s
 	}
-	smallMax := pools.SmallMaxGPUs
-	if smallMax == 0 {
-		smallMax = 4
-	}
+	smallMax := pools.smallMax()
 	// A request above small_max_gpus routes to the training pool, one at
 	// or below it to the small pool: the largest placeable is the larger
 	// of the training pool's (when it is above small_max_gpus) and the
@@ -61,9 +58,6 @@ func (ix *Index) available(pools Pools, withNodes bool) TopologySummary {
 	// up to borrow_max_gpus) counts too: it is there for it now.
 	lent := ix.largestOver(ix.ownGroups(pools, smallMax+1, true))
 	lendMax := pools.borrowMax()
-	if pools.BorrowMaxGPUs < 0 {
-		lendMax = int(^uint(0) >> 1)
-	}
 	pick := func(b, sm, l int) int {
 		b = max(b, min(l, lendMax))
 		if b > smallMax {

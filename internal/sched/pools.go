@@ -68,10 +68,7 @@ func (p *Pools) routes(req *model.Request) []route {
 	if !p.configured() {
 		return []route{{any: true}}
 	}
-	smallMax, infMin := p.SmallMaxGPUs, p.InferenceMinGPUs
-	if smallMax == 0 {
-		smallMax = 4
-	}
+	smallMax, infMin := p.smallMax(), p.InferenceMinGPUs
 	if infMin == 0 {
 		infMin = 4
 	}
@@ -101,7 +98,7 @@ func (p *Pools) routes(req *model.Request) []route {
 		}
 	default:
 		add(p.Training, false)
-		if req.Kind != model.OwnerInference && req.Preemptible && p.BorrowInference && (p.BorrowMaxGPUs < 0 || req.GPUs <= p.borrowMax()) {
+		if req.Kind != model.OwnerInference && req.Preemptible && p.BorrowInference && req.GPUs <= p.borrowMax() {
 			add(p.Inference, true)
 		}
 	}
@@ -127,9 +124,21 @@ func (ix *Index) groupsFor(r route, req *model.Request, swap string) []*group {
 	return out
 }
 
+// borrowMax is BorrowMaxGPUs with its default; no cap is the largest int.
 func (p *Pools) borrowMax() int {
-	if p.BorrowMaxGPUs == 0 {
+	switch {
+	case p.BorrowMaxGPUs == 0:
 		return 32
+	case p.BorrowMaxGPUs < 0:
+		return int(^uint(0) >> 1)
 	}
 	return p.BorrowMaxGPUs
+}
+
+// smallMax is SmallMaxGPUs with its default.
+func (p *Pools) smallMax() int {
+	if p.SmallMaxGPUs == 0 {
+		return 4
+	}
+	return p.SmallMaxGPUs
 }
