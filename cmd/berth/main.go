@@ -7,9 +7,13 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/berthsched/berth/internal/agent"
 )
 
 func main() {
+	// A workload's shim is this binary run again (internal/agent/shim.go).
+	agent.MaybeShim()
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "berth:", err)
 		os.Exit(1)

@@ -30,6 +30,7 @@ type Agent struct {
 	state   *stateDir
 	epoch   uint64
 	bootID  string
+	uuid    string
 	backend gpu.Backend
 	cg      *cgroups
 	clients []*client.Client
@@ -41,6 +42,7 @@ type Agent struct {
 	faults   []model.GPUFault // seen, not yet accepted by the control plane
 	interval time.Duration
 	gone     map[string]model.ActualAlloc // exits the control plane has released
+	prev     []model.ActualAlloc          // the earlier epoch's checkpoints, until a report is accepted
 
 	fence    atomic.Int64
 	accepted atomic.Int64
@@ -52,8 +54,12 @@ type Agent struct {
 	kick chan struct{}
 }
 
-// New locks the state directory, takes the next boot epoch, stops what an
-// earlier incarnation left running and discovers the GPUs.
+// New locks the state directory and works out who this node is (R5): in
+// the boot its epoch was taken in, it is the same incarnation and adopts
+// the work an earlier agent process left running; after a reboot or on a
+// wiped state directory it takes the next epoch and stops whatever an
+// earlier one left. Either way, processes of this state directory that
+// no allocation owns are stopped. Then it discovers the GPUs.
 func New(cfg Config) (*Agent, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -62,19 +68,30 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, state: st, backend: cfg.Backend, bootID: bootID(), interval: cfg.Interval,
+	a := &Agent{cfg: cfg, state: st, backend: cfg.Backend, bootID: cfg.BootID, interval: cfg.Interval,
 		allocs: map[string]*alloc{}, gone: map[string]model.ActualAlloc{}, kick: make(chan struct{}, 1)}
 	fail := func(err error) (*Agent, error) {
 		st.close()
 		return nil, err
 	}
-	if a.epoch, err = st.nextEpoch(); err != nil {
+	if a.bootID == "" {
+		a.bootID = bootID()
+	}
+	var fresh bool
+	if a.uuid, a.epoch, fresh, err = st.identity(a.bootID); err != nil {
 		return fail(err)
 	}
 	a.log = cfg.Logger.With("node", cfg.NodeID, "epoch", a.epoch)
-	a.stopLeftovers()
 	if a.inv, err = a.backend.Inventory(); err != nil {
 		return fail(fmt.Errorf("GPU discovery (%s): %w", a.backend.Name(), err))
+	}
+	var kept map[int]bool
+	if !fresh {
+		kept = a.adopt()
+	}
+	a.stopLeftovers(fresh, kept)
+	if fresh {
+		a.prev = a.previous()
 	}
 	if cfg.Model != "" {
 		a.inv.Model = cfg.Model
@@ -88,7 +105,7 @@ func New(cfg Config) (*Agent, error) {
 		a.clients = append(a.clients, client.New(s, cfg.Token))
 	}
 	a.log.Info("agent started", "gpus", len(a.inv.Devices), "model", a.inv.Model, "backend", a.backend.Name(),
-		"boot_id", a.bootID, "cgroups", a.cg != nil)
+		"boot_id", a.bootID, "node_uuid", a.uuid, "new_epoch", fresh, "adopted", len(a.allocs), "cgroups", a.cg != nil)
 	return a, nil
 }
 
@@ -142,6 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.accepted.Add(1)
 			a.fence.Store(o.Fence)
 			a.faults = a.faults[len(rep.Faults):]
+			a.prev = nil
 			if o.HeartbeatInterval > 0 {
 				a.interval = o.HeartbeatInterval
 				wait = o.HeartbeatInterval
@@ -240,7 +258,8 @@ func (a *Agent) report() model.NodeReport {
 			a.tellJobs(f)
 		}
 	}
-	rep := model.NodeReport{NodeID: a.cfg.NodeID, BootEpoch: a.epoch, BootID: a.bootID, Pod: a.cfg.Pod, Pool: a.cfg.Pool,
+	rep := model.NodeReport{NodeID: a.cfg.NodeID, BootEpoch: a.epoch, BootID: a.bootID, NodeUUID: a.uuid, Previous: a.prev,
+		Pod: a.cfg.Pod, Pool: a.cfg.Pool,
 		Model: a.inv.Model, GPUs: len(a.inv.Devices), GPUUUIDs: a.inv.UUIDs(), Links: a.inv.Links, MIG: a.inv.MIGLayout(),
 		CPUMilli: a.cfg.CPUMilli, MemoryMiB: a.cfg.MemoryMiB, Fence: a.fence.Load(),
 		Faults: append([]model.GPUFault(nil), a.faults...)}
@@ -336,6 +355,7 @@ func (a *Agent) converge(o model.NodeOrders) {
 		if p.exited() {
 			// The control plane has the exit and has released it.
 			a.gone[id] = p.actual()
+			markReleased(p.dir)
 			delete(a.allocs, id)
 			continue
 		}
@@ -375,6 +395,9 @@ func (a *Agent) StopAll(grace time.Duration) {
 	a.mu.Unlock()
 	deadline := time.Now().Add(grace)
 	for _, p := range all {
+		p.mu.Lock()
+		p.agentStop = p.state != model.ActualExited
+		p.mu.Unlock()
 		p.stop(deadline, "agent stopping all work")
 	}
 	for _, p := range all {

@@ -2,10 +2,8 @@ package agent
 
 import (
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -43,8 +41,8 @@ type alloc struct {
 	termSent   bool
 	killSent   bool
 	leaderDone bool
-	stdout     *cappedLog
-	stderr     *cappedLog
+	agentStop  bool  // stopped by the agent shutting down all work
+	logMax     int64 // cap on each of stdout.log and stderr.log
 
 	wake chan struct{}
 	done chan struct{}
@@ -59,8 +57,24 @@ func newAlloc(id, dir string, gpus model.GPUMask, log *slog.Logger, changed func
 func (p *alloc) actual() model.ActualAlloc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.state != model.ActualExited {
+		// Reported while it runs, so the control plane holds the last
+		// checkpoint whatever ends the allocation (R5, node lost, XID).
+		p.checkpoint = readCheckpoint(p.dir)
+	}
 	return model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint,
+		AgentStop:       p.agentStop && p.state == model.ActualExited,
 		CheckpointStats: readStats(p.dir), Ready: p.state == model.ActualRunning && (p.readiness == nil || p.ready)}
+}
+
+// readCheckpoint is the checkpoint the workload last recorded in its
+// allocation directory ($BERTH_ALLOC_DIR/checkpoint), "" for none.
+func readCheckpoint(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "checkpoint"))
+	if err != nil || len(b) >= 4096 {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // statsFile is where a workload reports its last checkpoint's size and
@@ -131,14 +145,13 @@ func (p *alloc) poke() {
 
 // supervise owns the process from start to the moment its whole group is
 // gone. Only then is the allocation reported exited: its GPUs are free.
-func (p *alloc) supervise(cmd *exec.Cmd, strayGrace time.Duration) {
-	waitCh := make(chan *os.ProcessState, 1)
-	go func() {
-		_ = cmd.Wait()
-		waitCh <- cmd.ProcessState
-	}()
+// leader delivers the group leader's (the shim's) exit code, -1 when it is
+// not known. Every second it also keeps the logs under their cap.
+func (p *alloc) supervise(leader <-chan int, strayGrace time.Duration) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	logs := time.NewTicker(time.Second)
+	defer logs.Stop()
 	for {
 		p.mu.Lock()
 		next := time.Hour
@@ -151,12 +164,21 @@ func (p *alloc) supervise(cmd *exec.Cmd, strayGrace time.Duration) {
 		p.mu.Unlock()
 		timer.Reset(next)
 		select {
-		case ps := <-waitCh:
-			waitCh = nil
+		case code := <-leader:
+			leader = nil
 			p.mu.Lock()
 			p.leaderDone = true
-			p.exitCode = exitCode(ps)
+			p.exitCode = code
+			if code < 0 && p.killSent {
+				p.exitCode = 128 + int(syscall.SIGKILL)
+			}
 			p.mu.Unlock()
+		case <-logs.C:
+			for _, name := range []string{"stdout.log", "stderr.log"} {
+				if err := capLog(filepath.Join(p.dir, name), p.logMax); err != nil {
+					p.log.Warn("log not capped", "log", name, "err", err)
+				}
+			}
 		case <-timer.C:
 		case <-p.wake:
 		}
@@ -192,17 +214,13 @@ func (p *alloc) supervise(cmd *exec.Cmd, strayGrace time.Duration) {
 // finishLocked records the exit; the caller holds p.mu.
 func (p *alloc) finishLocked(code int) {
 	p.state, p.exitCode = model.ActualExited, code
-	if b, err := os.ReadFile(filepath.Join(p.dir, "checkpoint")); err == nil && len(b) < 4096 {
-		p.checkpoint = strings.TrimSpace(string(b))
-	}
-	for _, l := range []*cappedLog{p.stdout, p.stderr} {
-		if l != nil {
-			l.Close()
-		}
-	}
+	p.checkpoint = readCheckpoint(p.dir)
+	// The exit record first, then the pid file goes: an agent restarted
+	// in between finds the record and reports the exit it could not see.
+	rec, _ := json.Marshal(model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed,
+		Checkpoint: p.checkpoint, AgentStop: p.agentStop})
+	_ = writeFileSync(filepath.Join(p.dir, "exit"), append(rec, '\n'))
 	_ = os.Remove(filepath.Join(p.dir, "pid"))
-	rec, _ := json.Marshal(model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint})
-	_ = os.WriteFile(filepath.Join(p.dir, "exit"), append(rec, '\n'), 0o644)
 	if p.cgDir != "" {
 		_ = os.Remove(p.cgDir)
 	}
@@ -213,12 +231,7 @@ func (p *alloc) finishLocked(code int) {
 // note writes a line from the agent into the allocation's stderr log: how
 // a job hears of an application-level GPU error on its GPUs.
 func (p *alloc) note(format string, args ...any) {
-	p.mu.Lock()
-	l := p.stderr
-	p.mu.Unlock()
-	if l != nil {
-		fmt.Fprintf(l, "[berth agent] "+format+"\n", args...)
-	}
+	appendLine(filepath.Join(p.dir, "stderr.log"), format, args...)
 }
 
 // exitCode follows the shell: 128+n for death by signal n.

@@ -38,7 +38,13 @@ type Config struct {
 	// the delegated cgroup (the agent's own when empty).
 	Cgroups    bool
 	CgroupRoot string
-	Logger     *slog.Logger
+	// Shim is the binary each workload's shim runs from (it must call
+	// MaybeShim first thing); the agent's own executable when empty.
+	Shim string
+	// BootID overrides the kernel's boot id: tests stand in for a reboot
+	// with it. Empty: /proc/sys/kernel/random/boot_id.
+	BootID string
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() error {

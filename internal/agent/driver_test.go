@@ -180,6 +180,7 @@ func TestStartFailureIsAnExit(t *testing.T) {
 	d := model.DesiredAlloc{ID: "f1", OwnerKind: model.OwnerTraining, OwnerID: "j", GPUs: 1,
 		Workload: &model.Workload{Command: []string{"/nonexistent/berth-test"}}}
 	p := a.launch(d)
+	<-p.done
 	if got := p.actual(); got.State != model.ActualExited || got.ExitCode != 127 {
 		t.Fatalf("%+v: want exited 127", got)
 	}

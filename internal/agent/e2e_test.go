@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,11 +150,10 @@ func TestServerOutageKillsNothing(t *testing.T) {
 	}
 }
 
-// TestAgentRestartIsANewEpoch: a restarted agent takes the next epoch and
-// stops what the old incarnation ran before its first heartbeat; the
-// server invalidates the old allocations and requeues their jobs, which
-// run again.
-func TestAgentRestartIsANewEpoch(t *testing.T) {
+// TestAgentRestartAdoptsItsWork: an agent restarted in the same boot is
+// the same incarnation: same epoch, the workload it ran keeps running
+// under the same allocation, and the job is never requeued.
+func TestAgentRestartAdoptsItsWork(t *testing.T) {
 	f := newFleet(t)
 	n1 := f.startAgent("n1", "")
 	j := f.submit(api.JobRequest{Name: "survivor", GPUs: 4}, "train", "-steps", "100000", "-step-time", "50ms")
@@ -164,11 +164,58 @@ func TestAgentRestartIsANewEpoch(t *testing.T) {
 		t.Fatal("stopping the agent killed its work")
 	}
 	again := f.startAgent("n1", "")
+	if again.Epoch() != n1.Epoch() {
+		t.Fatalf("epoch %d after %d in the same boot", again.Epoch(), n1.Epoch())
+	}
+	if !alive(pid) {
+		t.Fatalf("pid %d did not survive the agent's restart", pid)
+	}
+	if got := f.running(again, j); got != old {
+		t.Fatalf("allocation %s after the restart, was %s", got, old)
+	}
+	for _, e := range f.job(j).History {
+		if e.Event == "requeued" {
+			t.Errorf("the job was requeued by an agent restart: %v", f.job(j).History)
+		}
+	}
+	// The adopted workload is still the agent's to stop.
+	if _, err := f.api.CancelJob(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "adopted workload stopped on cancel", func() error {
+		if alive(pid) {
+			return fmt.Errorf("pid %d still runs", pid)
+		}
+		return nil
+	})
+	f.waitState(j, model.JobCancelled)
+}
+
+// TestRebootIsANewEpoch: a new boot id is a new epoch. The server
+// invalidates every allocation the node had (node_rebooted) and requeues
+// the job from the checkpoint its process wrote.
+func TestRebootIsANewEpoch(t *testing.T) {
+	f := newFleet(t)
+	f.boot["n1"] = "boot-1"
+	n1 := f.startAgent("n1", "")
+	j := f.submit(api.JobRequest{Name: "rebooted", GPUs: 4, Checkpoint: &api.CheckpointRequest{Path: t.TempDir(), Bytes: 1 << 20}},
+		"train", "-steps", "100000", "-step-time", "20ms", "-checkpoint-every", "5")
+	old := f.running(n1, j)
+	pid := n1.pid(t, old)
+	eventually(t, "a periodic checkpoint recorded", func() error {
+		if f.job(j).Restore == "" {
+			return fmt.Errorf("no restore point yet")
+		}
+		return nil
+	})
+	f.stopAgent("n1", false)
+	f.boot["n1"] = "boot-2"
+	again := f.startAgent("n1", "")
 	if again.Epoch() != n1.Epoch()+1 {
-		t.Fatalf("epoch %d after %d", again.Epoch(), n1.Epoch())
+		t.Fatalf("epoch %d after %d across a reboot", again.Epoch(), n1.Epoch())
 	}
 	if alive(pid) {
-		t.Fatalf("pid %d from epoch %d survived the new incarnation's start", pid, n1.Epoch())
+		t.Fatalf("pid %d from the old boot survived the new epoch's start", pid)
 	}
 	eventually(t, "job rebound under the new epoch", func() error {
 		jj := f.job(j)
@@ -177,16 +224,19 @@ func TestAgentRestartIsANewEpoch(t *testing.T) {
 		}
 		return nil
 	})
-	now := f.running(again, j)
-	var invalidated bool
-	for _, e := range f.job(j).History {
-		invalidated = invalidated || strings.Contains(e.Detail, "node_restarted")
+	jj := f.job(j)
+	if !slices.ContainsFunc(jj.History, func(e model.Event) bool { return e.Event == "requeued" && e.Detail == "node_rebooted" }) {
+		t.Errorf("history does not record the reboot: %v", jj.History)
 	}
-	if !invalidated {
-		t.Errorf("history does not record the invalidation: %v", f.job(j).History)
+	if jj.Restore == "" {
+		t.Errorf("requeued without a restore point: %v", jj.History)
 	}
-	if now == old {
-		t.Fatal("same allocation id across epochs")
+	n, err := f.node("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := n.IdentityChange; c == nil || c.Reason != "node_rebooted" || c.Invalidated != 1 {
+		t.Errorf("node identity change %+v, want node_rebooted with 1 invalidated", c)
 	}
 }
 

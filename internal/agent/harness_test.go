@@ -30,6 +30,7 @@ import (
 // set, this binary is a real workload process (the same code as `berth
 // workload`), not a test run.
 func TestMain(m *testing.M) {
+	MaybeShim()
 	if w := os.Getenv("BERTH_TEST_WORKLOAD"); w != "" {
 		os.Exit(helperWorkload(w, os.Args[1:]))
 	}
@@ -113,6 +114,9 @@ type fleet struct {
 	mu     sync.Mutex
 	// mig partitions an agent's fake GPUs (by node id): GPU → slices.
 	mig map[string]map[int][]int
+	// boot stands in for the kernel's boot id (by node id): a new value
+	// is a reboot as the agent sees it.
+	boot map[string]string
 }
 
 type runningAgent struct {
@@ -137,7 +141,7 @@ func newFleetWith(t *testing.T, adjust func(*server.Config)) *fleet {
 	}
 	listen := ln.Addr().String()
 	ln.Close()
-	f := &fleet{t: t, dir: t.TempDir(), listen: listen, agents: map[string]*runningAgent{}}
+	f := &fleet{t: t, dir: t.TempDir(), listen: listen, agents: map[string]*runningAgent{}, boot: map[string]string{}}
 	tokens := make(chan string, 1)
 	f.cfg = server.Config{Listen: listen, DataDir: filepath.Join(f.dir, "server"),
 		Control: control.Config{HeartbeatInterval: hbInterval, Tick: 50 * time.Millisecond,
@@ -214,7 +218,7 @@ func (f *fleet) agentConfigIn(id, pod, pool, server string) Config {
 	}
 	return Config{Servers: []string{server}, Token: tok.Secret, NodeID: id, Pod: pod, Pool: pool, StateDir: state, Backend: b,
 		Interval: hbInterval, CPUMilli: 64000, MemoryMiB: 512 << 10, OrphanGrace: 2 * time.Second,
-		StrayGrace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+		StrayGrace: time.Second, BootID: f.boot[id], Logger: slog.New(slog.DiscardHandler)}
 }
 
 // startAgent runs an agent talking to server (the fleet's own when empty).

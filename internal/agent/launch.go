@@ -21,11 +21,14 @@ var passEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 
 // launch starts an allocation. A start that fails is an allocation that
 // exited (127 when the command is missing, 126 otherwise), so the control
-// plane learns of it in the next heartbeat.
+// plane learns of it in the next heartbeat. The workload runs under the
+// shim (shim.go) with its logs as files it holds, and what an agent
+// restarted in the same boot needs to adopt it is written first
+// (alloc.json, then pid).
 func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	dir := a.state.allocDir(d.ID)
 	p := newAlloc(d.ID, dir, d.GPUs, a.log, a.poke)
-	p.milli = d.GPUMilli
+	p.milli, p.logMax = d.GPUMilli, a.cfg.LogMaxBytes
 	mig, migErr := a.migFor(d)
 	if mig != nil {
 		p.mig = mig.UUID
@@ -36,9 +39,9 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 		return p
 	}
 	if migErr != nil {
-		p.stderr, _ = openCappedLog(filepath.Join(dir, "stderr.log"), a.cfg.LogMaxBytes) // so the reason is in the log
 		return a.failStart(p, 126, migErr)
 	}
+	rec := allocRecord{Desired: d, MIG: p.mig}
 	if d.Workload == nil || len(d.Workload.Command) == 0 {
 		if d.Workload != nil && d.Workload.Image != "" {
 			return a.failStart(p, 126, fmt.Errorf("the exec driver runs commands; image %q needs a container runtime: give the workload a command", d.Workload.Image))
@@ -46,19 +49,31 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 		// Nothing to run: the allocation holds its GPUs until stopped
 		// (an interactive reservation, or load-test jobs).
 		p.hold, p.state = true, model.ActualRunning
+		if err := writeRecord(dir, rec); err != nil {
+			return a.failStart(p, 126, err)
+		}
 		return p
 	}
-	var err error
-	if p.stdout, err = openCappedLog(filepath.Join(dir, "stdout.log"), a.cfg.LogMaxBytes); err != nil {
+	stdout, err := openLog(filepath.Join(dir, "stdout.log"))
+	if err != nil {
 		return a.failStart(p, 126, err)
 	}
-	if p.stderr, err = openCappedLog(filepath.Join(dir, "stderr.log"), a.cfg.LogMaxBytes); err != nil {
+	defer stdout.Close()
+	stderr, err := openLog(filepath.Join(dir, "stderr.log"))
+	if err != nil {
 		return a.failStart(p, 126, err)
 	}
-	cmd := exec.Command(d.Workload.Command[0], d.Workload.Command[1:]...)
+	defer stderr.Close()
+	_ = os.Remove(filepath.Join(dir, statusFile))
+	shim, err := a.shimPath()
+	if err != nil {
+		return a.failStart(p, 126, err)
+	}
+	env := a.allocEnv(d, dir, mig)
+	cmd := exec.Command(shim, d.Workload.Command...)
 	cmd.Dir = dir
-	cmd.Env = a.allocEnv(d, dir, mig)
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	cmd.Env = append(append([]string(nil), env...), shimEnv+"="+dir)
+	cmd.Stdout, cmd.Stderr = stdout, stderr // *os.File: the descriptors themselves, no pipe
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if a.cg != nil {
 		cgDir, fd, err := a.cg.create(d.ID, d.CPUMilli, d.MemoryMiB)
@@ -66,36 +81,50 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 			a.log.Warn("allocation runs without cgroup limits", "alloc", d.ID, "err", err)
 		} else {
 			defer fd.Close()
-			p.cgDir = cgDir
+			p.cgDir, rec.CgroupDir = cgDir, cgDir
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(fd.Fd())
 		}
 	}
+	if err := writeRecord(dir, rec); err != nil {
+		return a.failStart(p, 126, err)
+	}
 	if err := cmd.Start(); err != nil {
-		code := 126
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		return a.failStart(p, code, err)
+		return a.failStart(p, 126, err)
 	}
 	pid := cmd.Process.Pid
 	p.pgid, p.state = pid, model.ActualRunning
 	if st, err := readStat(pid); err == nil {
-		_ = os.WriteFile(filepath.Join(dir, "pid"), fmt.Appendf(nil, "%d %d\n", pid, st.start), 0o644)
+		_ = writeFileSync(filepath.Join(dir, "pid"), fmt.Appendf(nil, "%d %d\n", pid, st.start))
 	}
 	a.log.Info("allocation started", "alloc", d.ID, "owner", d.OwnerID, "gpus", d.GPUs.String(), "pid", pid)
-	go p.supervise(cmd, a.cfg.StrayGrace)
+	leader := make(chan int, 1)
+	go func() {
+		_ = cmd.Wait()
+		leader <- exitCode(cmd.ProcessState)
+	}()
+	go p.supervise(leader, a.cfg.StrayGrace)
 	if r := d.Workload.Readiness; r != nil && d.OwnerKind == model.OwnerInference {
 		p.readiness = r
-		go p.watchReady(r, cmd.Env)
+		go p.watchReady(r, env)
 	}
 	return p
 }
 
+// shimPath is the binary the shim runs from: the agent's own.
+func (a *Agent) shimPath() (string, error) {
+	if a.cfg.Shim != "" {
+		return a.cfg.Shim, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("the agent's own binary runs each workload's shim, and its path is unknown: %w", err)
+	}
+	return exe, nil
+}
+
 func (a *Agent) failStart(p *alloc, code int, err error) *alloc {
 	a.log.Error("allocation failed to start", "alloc", p.id, "err", err)
-	if p.stderr != nil {
-		p.note("failed to start: %v", err)
-	}
+	p.note("failed to start: %v", err)
 	p.mu.Lock()
 	p.finishLocked(code)
 	p.mu.Unlock()

@@ -1,70 +1,75 @@
 package agent
 
 import (
+	"fmt"
+	"io"
 	"os"
-	"sync"
 )
 
-// cappedLog is an allocation's log file, kept under a size cap: when a
-// write would pass it, the file moves to <name>.1 (replacing the previous
-// one) and a new file starts. At most twice the cap is kept per stream,
-// and the newest output is never the part dropped.
-type cappedLog struct {
-	mu   sync.Mutex
-	path string
-	max  int64
-	f    *os.File
-	size int64
+// An allocation's stdout and stderr are files the workload holds itself:
+// the agent opens them (append-only) and hands the descriptors over, so a
+// workload never writes into a pipe whose reader may die with the agent
+// (SIGPIPE would kill it). The size cap is kept from outside instead, the
+// way logrotate's copytruncate does it: when a file passes the cap, its
+// content moves to <name>.1 (replacing the previous one) and the file is
+// truncated in place. The workload's descriptor is append-only, so its
+// next write lands at the new end. What this costs: the cap is checked
+// every second, so a file can pass it by a second's output, and a write
+// that lands between the copy and the truncate is lost. At most about
+// twice the cap is kept per stream.
+
+// openLog opens (creating) an allocation log for appending.
+func openLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 }
 
-func openCappedLog(path string, max int64) (*cappedLog, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &cappedLog{path: path, max: max, f: f, size: st.Size()}, nil
-}
-
-func (l *cappedLog) Write(p []byte) (int, error) {
-	whole := len(p) // io.Writer: report the whole write, even if capped
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return len(p), nil // closed: the process outlived its log; drop
-	}
-	if l.max > 0 && l.size > 0 && l.size+int64(len(p)) > l.max {
-		l.f.Close()
-		_ = os.Rename(l.path, l.path+".1")
-		f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			l.f = nil
-			return 0, err
-		}
-		l.f, l.size = f, 0
-	}
-	if l.max > 0 && int64(len(p)) > l.max {
-		p = p[int64(len(p))-l.max:] // one write larger than the cap: keep its end
-	}
-	n, err := l.f.Write(p)
-	l.size += int64(n)
-	if err != nil {
-		return n, err
-	}
-	return whole, nil
-}
-
-func (l *cappedLog) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
+// capLog rotates path when it is over max bytes; max ≤ 0 is no cap. A
+// log that is missing (the workload never wrote) is not an error.
+func capLog(path string, max int64) error {
+	if max <= 0 {
 		return nil
 	}
-	err := l.f.Close()
-	l.f = nil
-	return err
+	st, err := os.Stat(path)
+	if err != nil || st.Size() <= max {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	// Keep the newest max bytes: the oldest output is the part dropped.
+	if _, err := src.Seek(st.Size()-max, io.SeekStart); err != nil {
+		return err
+	}
+	tmp := path + ".1.tmp"
+	dst, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path+".1"); err != nil {
+		return err
+	}
+	return os.Truncate(path, 0)
+}
+
+// appendLine writes one line from the agent into a log: how a workload
+// hears why it failed to start, or of an application-level GPU error.
+func appendLine(path, format string, args ...any) {
+	f, err := openLog(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "[berth agent] "+format+"\n", args...)
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +12,8 @@ import (
 )
 
 // stateDir is the agent's directory: a lock so only one agent uses it,
-// the boot epoch counter, and one directory per allocation.
+// the node's identity (its UUID, the boot epoch counter and the boot id
+// the epoch was taken in), and one directory per allocation.
 type stateDir struct {
 	path string
 	lock *os.File
@@ -42,15 +44,8 @@ func (s *stateDir) close() error { return s.lock.Close() }
 // returning, so an epoch is never handed out twice even across crashes.
 func (s *stateDir) nextEpoch() (uint64, error) {
 	p := filepath.Join(s.path, "epoch")
-	var cur uint64
-	b, err := os.ReadFile(p)
-	switch {
-	case err == nil:
-		cur, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s is corrupt (%q): it holds the boot epoch; restore it or remove it along with this node's state", p, b)
-		}
-	case !errors.Is(err, os.ErrNotExist):
+	cur, err := s.readEpoch()
+	if err != nil {
 		return 0, err
 	}
 	next := cur + 1
@@ -62,9 +57,12 @@ func (s *stateDir) nextEpoch() (uint64, error) {
 
 // writeFileSync replaces a file atomically and durably: write a temporary
 // file, fsync it, rename it over the old one, fsync the directory.
-func writeFileSync(path string, data []byte) error {
+func writeFileSync(path string, data []byte) error { return writeFileMode(path, data, 0o644) }
+
+// writeFileMode is writeFileSync with the file's permissions.
+func writeFileMode(path string, data []byte, perm os.FileMode) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}
@@ -90,8 +88,78 @@ func writeFileSync(path string, data []byte) error {
 	return d.Sync()
 }
 
-// bootID is the kernel's id for this boot, reported beside the epoch so
-// an operator can tell an agent restart from a reboot.
+// identity is who this node is (R5): the UUID created in the state
+// directory the first time (a wiped directory or a new machine gets a new
+// one), the boot id, and the epoch. The epoch moves only when the boot id
+// differs from the one it was taken in: an agent restarted in the same
+// boot is the same incarnation, and adopts the work still running; after
+// a reboot nothing survived, and the new epoch says so. fresh reports
+// that the epoch moved.
+func (s *stateDir) identity(boot string) (uuid string, epoch uint64, fresh bool, err error) {
+	if uuid, err = s.nodeUUID(); err != nil {
+		return "", 0, false, err
+	}
+	p := filepath.Join(s.path, "boot-id")
+	last, rerr := os.ReadFile(p)
+	if rerr == nil && boot != "" && strings.TrimSpace(string(last)) == boot {
+		if epoch, err = s.readEpoch(); err != nil || epoch > 0 {
+			return uuid, epoch, false, err
+		}
+	}
+	if epoch, err = s.nextEpoch(); err != nil {
+		return "", 0, false, err
+	}
+	if err := writeFileSync(p, []byte(boot+"\n")); err != nil {
+		return "", 0, false, fmt.Errorf("persist boot id: %w", err)
+	}
+	return uuid, epoch, true, nil
+}
+
+// nodeUUID reads the node's UUID, creating it on first use.
+func (s *stateDir) nodeUUID() (string, error) {
+	p := filepath.Join(s.path, "node-uuid")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if len(id) != 36 {
+			return "", fmt.Errorf("%s is corrupt (%q): it holds the node's identity; remove it along with this node's state", p, b)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var r [16]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	r[6], r[8] = r[6]&0x0f|0x40, r[8]&0x3f|0x80 // version 4, RFC 4122 variant
+	id := fmt.Sprintf("%x-%x-%x-%x-%x", r[0:4], r[4:6], r[6:8], r[8:10], r[10:16])
+	if err := writeFileSync(p, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("persist node uuid: %w", err)
+	}
+	return id, nil
+}
+
+// readEpoch is the persisted epoch, 0 when there is none.
+func (s *stateDir) readEpoch() (uint64, error) {
+	p := filepath.Join(s.path, "epoch")
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	cur, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is corrupt (%q): it holds the boot epoch; restore it or remove it along with this node's state", p, b)
+	}
+	return cur, nil
+}
+
+// bootID is the kernel's id for this boot: with it the agent tells its own
+// restart (same boot: adopt the work) from a reboot (new epoch).
 func bootID() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {

@@ -10,7 +10,13 @@ func ValidateHeartbeat(h *Heartbeat) error {
 	case len(h.NodeID) > 253:
 		return Invalid("node_id", "at most 253 characters")
 	case h.BootEpoch == 0:
-		return Invalid("boot_epoch", "required: a counter the agent persists and increments at every start")
+		return Invalid("boot_epoch", "required: a counter the agent persists and increments at every boot")
+	case len(h.BootID) > 64:
+		return Invalid("boot_id", "at most 64 characters")
+	case len(h.NodeUUID) > 64:
+		return Invalid("node_uuid", "at most 64 characters")
+	case len(h.Previous) > 4096:
+		return Invalid("previous", "%d allocations: at most 4096", len(h.Previous))
 	case h.GPUs < 1 || h.GPUs > model.MaxGPUsPerNode:
 		return Invalid("gpus", "%d: expected 1 to %d", h.GPUs, model.MaxGPUsPerNode)
 	case h.Model == "":
@@ -40,7 +46,15 @@ func ValidateHeartbeat(h *Heartbeat) error {
 			return Invalid("faults", "[%d].kind: %q: expected xid, ecc, lost or nvml", i, f.Kind)
 		}
 	}
+	for i, a := range h.Previous {
+		if a.ID == "" || len(a.Checkpoint) > 4096 {
+			return Invalid("previous", "[%d]: an id and a checkpoint of at most 4096 bytes expected", i)
+		}
+	}
 	for i, a := range h.Allocations {
+		if len(a.Checkpoint) > 4096 {
+			return Invalid("allocations", "[%d].checkpoint: %d bytes: at most 4096", i, len(a.Checkpoint))
+		}
 		if a.ID == "" {
 			return Invalid("allocations", "[%d].id: required", i)
 		}

@@ -220,6 +220,18 @@ func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint s
 	}
 }
 
+// recordCheckpoint keeps the checkpoint a running allocation reported as
+// its job's restore point, so whatever ends the allocation (a lost node,
+// a reboot, a quarantine, a kill at the deadline) the job goes back from
+// there and not from an older one.
+func (ch *change) recordCheckpoint(a *model.Allocation, path string) {
+	j := ch.job(a.OwnerID)
+	if j == nil || j.State.Terminal() || j.Restore == path {
+		return
+	}
+	j.Restore, j.LastCheckpointAt = path, ch.now
+}
+
 // requeues reports whether a stop reason sends the job back to the queue
 // (as opposed to ending it).
 func requeues(reason string) bool {

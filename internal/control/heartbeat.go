@@ -56,21 +56,39 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 		// First contact: assume nothing runs there (R5, the safe
 		// direction); whatever the agent runs is not in its orders and
 		// stops.
-		n = ch.newNode(model.Node{ID: rep.NodeID, Health: model.HealthHealthy, BootEpoch: rep.BootEpoch})
+		n = ch.newNode(model.Node{ID: rep.NodeID, Health: model.HealthHealthy, BootEpoch: rep.BootEpoch,
+			BootID: rep.BootID, NodeUUID: rep.NodeUUID})
 		c.log.Info("node joined", "node", rep.NodeID, "epoch", rep.BootEpoch)
-	case n.BootEpoch != rep.BootEpoch:
-		// Not the machine the allocations were made on: everything on
-		// it is gone, whatever the agent believes.
-		for _, a := range ch.allocsOn(n.ID) {
-			ch.gone(a, "node_restarted", -1, "")
+	case identityChange(n, rep) != "":
+		// Not the machine, or not the boot, the allocations were made
+		// on: everything on it is gone, whatever the agent believes. The
+		// jobs go back from the last checkpoint they recorded, or the one
+		// the agent found left in its state directory.
+		why := identityChange(n, rep)
+		last := map[string]string{}
+		for _, p := range rep.Previous {
+			last[p.ID] = p.Checkpoint
 		}
-		c.log.Warn("node epoch changed: allocations invalidated", "node", n.ID, "old", n.BootEpoch, "new", rep.BootEpoch)
-		n.BootEpoch = rep.BootEpoch
+		on := ch.allocsOn(n.ID)
+		for _, a := range on {
+			ch.gone(a, why, -1, last[a.ID])
+		}
+		c.log.Warn("node identity changed: allocations invalidated", "node", n.ID, "why", why, "invalidated", len(on),
+			"old_epoch", n.BootEpoch, "new_epoch", rep.BootEpoch, "old_boot_id", n.BootID, "new_boot_id", rep.BootID,
+			"old_uuid", n.NodeUUID, "new_uuid", rep.NodeUUID)
+		n.BootEpoch, n.BootID, n.NodeUUID = rep.BootEpoch, rep.BootID, rep.NodeUUID
+		n.IdentityChange = &model.IdentityChange{Reason: why, At: ch.now, Invalidated: len(on)}
 		n.Health = model.HealthHealthy
 	case n.Health == model.HealthUnhealthy && n.Quarantined:
 		// NVML failed here: unhealthy until an operator unquarantines.
 	case n.Health != model.HealthHealthy:
 		n.Health = model.HealthHealthy
+	}
+	if n.NodeUUID == "" {
+		n.NodeUUID = rep.NodeUUID
+	}
+	if n.BootID == "" {
+		n.BootID = rep.BootID
 	}
 	n.Pod, n.Model, n.GPUs, n.CPUMilli, n.MemoryMiB = rep.Pod, rep.Model, rep.GPUs, rep.CPUMilli, rep.MemoryMiB
 	if rep.Pool != "" {
@@ -89,13 +107,39 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 		onNode[a.ID] = true
 	}
 	for _, r := range rep.Allocations {
-		if r.State != model.ActualExited || !onNode[r.ID] {
+		if !onNode[r.ID] {
 			continue
 		}
-		if a := ch.alloc(r.ID); a != nil {
+		a := ch.alloc(r.ID)
+		if a == nil {
+			continue
+		}
+		switch {
+		case r.State == model.ActualExited && r.AgentStop:
+			// The agent stopped all its work to shut down: not the
+			// workload's own exit, and not a preemption.
+			ch.gone(a, "agent_shutdown", r.ExitCode, r.Checkpoint)
+		case r.State == model.ActualExited:
 			ch.gone(a, "exited", r.ExitCode, r.Checkpoint)
+		case r.Checkpoint != "" && a.OwnerKind != model.OwnerInference:
+			ch.recordCheckpoint(a, r.Checkpoint)
 		}
 	}
+}
+
+// identityChange says how a report's identity differs from the table's
+// (R5), "" when it is the same incarnation: a new node UUID is another
+// machine, or this one with its state wiped (node_replaced); a new boot
+// id or epoch is a reboot (node_rebooted). A field the table does not yet
+// hold (a node first seen by an older agent) is taken, not compared.
+func identityChange(n *model.Node, rep *model.NodeReport) string {
+	switch {
+	case n.NodeUUID != "" && rep.NodeUUID != n.NodeUUID:
+		return "node_replaced"
+	case n.BootEpoch != rep.BootEpoch, n.BootID != "" && rep.BootID != n.BootID:
+		return "node_rebooted"
+	}
+	return ""
 }
 
 // fault quarantines per §8: the failure is a property of the hardware,

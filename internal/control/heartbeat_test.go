@@ -72,7 +72,7 @@ func TestBootEpochChangeInvalidatesAllocations(t *testing.T) {
 	}
 	h.settle()
 	j := h.job("train")
-	if j.State != model.JobPending || !hasEvent(j, "requeued", "node_restarted") || !j.StartedAt.IsZero() {
+	if j.State != model.JobPending || !hasEvent(j, "requeued", "node_rebooted") || !j.StartedAt.IsZero() {
 		t.Errorf("job after its node restarted: state %s, started %s, history %+v", j.State, j.StartedAt, j.History)
 	}
 	if as := h.allocsOf("train"); len(as) != 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthsched/berth/internal/agent"
 	"github.com/berthsched/berth/internal/workload"
 )
 
@@ -16,6 +17,7 @@ import (
 // same workload code `berth workload` runs. Test flags never start with
 // "workload", so a test run is never mistaken for a workload.
 func TestMain(m *testing.M) {
+	agent.MaybeShim()
 	if len(os.Args) > 1 && os.Args[1] == "workload" {
 		os.Exit(runWorkload(os.Args[2:]))
 	}

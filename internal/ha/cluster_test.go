@@ -31,6 +31,7 @@ import (
 var berth string
 
 func TestMain(m *testing.M) {
+	agent.MaybeShim()
 	dir, err := os.MkdirTemp("", "berth-ha-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Health is a node's hardware health as its agent last reported it.
 type Health string
@@ -32,6 +35,14 @@ type Node struct {
 	// node keeps working.
 	QuarantinedGPUs GPUMask `json:"quarantined_gpus,omitempty"`
 	BootEpoch       uint64  `json:"boot_epoch"`
+	// BootID and NodeUUID complete the identity (R5): the kernel's id of
+	// this boot, and the id the agent created in its state directory. A
+	// change of any of the three invalidates every allocation here.
+	BootID   string `json:"boot_id,omitempty"`
+	NodeUUID string `json:"node_uuid,omitempty"`
+	// IdentityChange says when the identity last changed and how
+	// (node_replaced, node_rebooted), for `berth nodes` and the dashboard.
+	IdentityChange *IdentityChange `json:"identity_change,omitempty"`
 
 	// Links is the optional NVLink matrix for nodes whose GPUs are not
 	// all-to-all. Nil means every pair is equally well connected.
@@ -135,4 +146,13 @@ func (l *LinkMatrix) validate(gpus int) error {
 		}
 	}
 	return nil
+}
+
+// IdentityChange is the last time a node came back as a different
+// incarnation, and which part of its identity changed.
+type IdentityChange struct {
+	Reason string    `json:"reason"` // node_replaced, node_rebooted
+	At     time.Time `json:"at"`
+	// Invalidated is how many allocations the change ended.
+	Invalidated int `json:"invalidated"`
 }

@@ -9,6 +9,10 @@ type NodeReport struct {
 	NodeID    string `json:"node_id"`
 	BootEpoch uint64 `json:"boot_epoch"`
 	BootID    string `json:"boot_id,omitempty"`
+	// NodeUUID is created once in the agent's state directory: a node
+	// whose state was wiped, or a new machine under an old name, reports
+	// a new one (R5, with BootID and BootEpoch).
+	NodeUUID  string `json:"node_uuid,omitempty"`
 	Pod       string `json:"pod"`
 	Pool      string `json:"pool,omitempty"`
 	Model     string `json:"model"`
@@ -23,6 +27,10 @@ type NodeReport struct {
 	// Faults are GPU faults seen since the last accepted report.
 	Faults      []GPUFault    `json:"faults,omitempty"`
 	Allocations []ActualAlloc `json:"allocations,omitempty"`
+	// Previous are the allocations of this node's earlier boot epoch as
+	// the agent found them in its state directory (their last checkpoint),
+	// sent until a report is accepted: the requeue starts from there.
+	Previous []ActualAlloc `json:"previous,omitempty"`
 	// Fence is the highest fence the agent has seen.
 	Fence int64 `json:"fence,omitempty"`
 }
@@ -54,8 +62,14 @@ type ActualAlloc struct {
 	// Killed says the process was SIGKILLed at its deadline rather than
 	// exiting on its own after SIGTERM.
 	Killed bool `json:"killed,omitempty"`
-	// Checkpoint is the checkpoint the process wrote before exiting.
+	// Checkpoint is the last checkpoint the process recorded (in
+	// $BERTH_ALLOC_DIR/checkpoint), periodic or before exiting: reported
+	// while it runs, so every requeue path starts from it.
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// AgentStop says the agent itself stopped the process because the
+	// agent was shutting down all work (berth dev stopping): the exit is
+	// not the workload's own, nor a preemption.
+	AgentStop bool `json:"agent_stop,omitempty"`
 	// CheckpointStats is the workload's report of the last checkpoint it
 	// wrote, periodic or on SIGTERM (R3).
 	CheckpointStats *CheckpointStats `json:"checkpoint_stats,omitempty"`
