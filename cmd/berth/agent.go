@@ -122,6 +122,10 @@ one, --fake-gpus N stands in, and faults can be injected with
 	f.StringVar(&fakeMIG, "fake-mig", "", "partition fake GPUs into MIG instances: GPU=SLICES,... per GPU, e.g. 0=3,2,1,1;1=7")
 	f.StringVar(&inject, "fake-inject", "", "file the fake backend takes injected faults from (default <state-dir>/inject)")
 	f.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
+	// A reboot, as the agent sees it, without rebooting: for the fault
+	// tests, never for a real node.
+	f.StringVar(&cfg.BootID, "boot-id", "", "stand-in for the kernel's boot id (tests only)")
+	_ = f.MarkHidden("boot-id")
 	cmd.AddCommand(newInjectCmd(), newGPUsCmd())
 	return cmd
 }
