@@ -35,6 +35,7 @@ type Agent struct {
 	cg      *cgroups
 	clients []*client.Client
 	cur     int
+	dead    map[int]time.Time // servers that did not answer, and when
 
 	// Owned by the Run goroutine.
 	inv      gpu.Inventory
@@ -69,7 +70,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, state: st, backend: cfg.Backend, bootID: cfg.BootID, interval: cfg.Interval,
-		allocs: map[string]*alloc{}, gone: map[string]model.ActualAlloc{}, kick: make(chan struct{}, 1)}
+		allocs: map[string]*alloc{}, gone: map[string]model.ActualAlloc{}, kick: make(chan struct{}, 1), dead: map[int]time.Time{}}
 	fail := func(err error) (*Agent, error) {
 		st.close()
 		return nil, err
@@ -160,6 +161,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.fence.Store(o.Fence)
 			a.faults = a.faults[len(rep.Faults):]
 			a.prev = nil
+			for _, srv := range o.Servers {
+				if u, err := url.Parse(srv); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+					a.server(srv)
+				}
+			}
 			if o.HeartbeatInterval > 0 {
 				a.interval = o.HeartbeatInterval
 				wait = o.HeartbeatInterval
@@ -182,14 +188,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// backoff doubles from a fifth of the interval up to six intervals (at
-// most 30 s), with jitter so a fleet does not retry in step.
+// backoff doubles from a fifth of the interval up to one interval, with
+// jitter so a fleet does not retry in step. It never waits longer than a
+// heartbeat: every server has already been tried once before it applies,
+// and a fleet retrying once an interval is no more load than the fleet
+// heartbeating, while a longer wait is how agents came back 15-50 s
+// after a failover.
 func (a *Agent) backoff(failures int) time.Duration {
 	d := a.interval / 5
-	for i := 1; i < failures && d < 6*a.interval; i++ {
+	for i := 1; i < failures && d < a.interval; i++ {
 		d *= 2
 	}
-	d = min(d, 6*a.interval, 30*time.Second)
+	d = min(d, a.interval)
 	return d/2 + rand.N(d/2+1)
 }
 
@@ -200,38 +210,80 @@ func (a *Agent) poke() {
 	}
 }
 
-// send posts one report, moving to another server on failure: the leader
-// a follower names, else the next address.
+// send posts one report, trying each server at most once: the current
+// one, then the leader a follower names (unless that one just failed to
+// answer), then the next address that has not just failed. Each try is
+// bounded by one interval (at least a second), so a leader that is
+// paused rather than dead costs one interval, not the client's timeout.
 func (a *Agent) send(ctx context.Context, rep model.NodeReport) (model.NodeOrders, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	o, err := a.clients[a.cur].Heartbeat(ctx, rep)
-	if err == nil {
-		return o, nil
-	}
-	var se *client.StatusError
-	if errors.As(err, &se) && se.Body.Leader != "" {
-		// The leader hint is its URL; the agent's list may hold bare
-		// host:port addresses.
-		hint := se.Body.Leader
-		if u, perr := url.Parse(hint); perr == nil && u.Host != "" {
-			hint = u.Host
+	tried := map[int]bool{}
+	var last error
+	for len(tried) < len(a.clients) {
+		tried[a.cur] = true
+		tctx, cancel := context.WithTimeout(ctx, min(max(a.interval, time.Second), 10*time.Second))
+		o, err := a.clients[a.cur].Heartbeat(tctx, rep)
+		cancel()
+		if err == nil {
+			delete(a.dead, a.cur)
+			return o, nil
 		}
-		for i, s := range a.cfg.Servers {
-			if strings.Contains(s, hint) {
+		last = err
+		if ctx.Err() != nil {
+			return o, err
+		}
+		var se *client.StatusError
+		if !errors.As(err, &se) {
+			a.dead[a.cur] = time.Now() // no answer at all
+		} else if se.Status < 500 && se.Body.Leader == "" {
+			return o, err // refused on its merits: another server would say the same
+		}
+		if se != nil && se.Body.Leader != "" {
+			if i := a.server(se.Body.Leader); !tried[i] && !a.recentlyDead(i) {
 				a.cur = i
-				return o, err
+				continue
 			}
 		}
-		a.cfg.Servers = append(a.cfg.Servers, se.Body.Leader)
-		a.clients = append(a.clients, client.New(se.Body.Leader, a.cfg.Token))
-		a.cur = len(a.clients) - 1
-		return o, err
+		next := -1
+		for k := 1; k <= len(a.clients); k++ {
+			i := (a.cur + k) % len(a.clients)
+			if !tried[i] && (next < 0 || a.recentlyDead(next) && !a.recentlyDead(i)) {
+				next = i
+			}
+		}
+		if next < 0 {
+			break
+		}
+		a.cur = next
 	}
-	if len(a.clients) > 1 && (!errors.As(err, &se) || se.Status >= 500) {
-		a.cur = (a.cur + 1) % len(a.clients)
+	return model.NodeOrders{}, last
+}
+
+// server is the index of a server address (a leader hint is its URL; the
+// agent's list may hold bare host:port addresses), added when unknown.
+func (a *Agent) server(hint string) int {
+	for i, s := range a.cfg.Servers {
+		if hostOf(s) == hostOf(hint) {
+			return i
+		}
 	}
-	return o, err
+	a.cfg.Servers = append(a.cfg.Servers, hint)
+	a.clients = append(a.clients, client.New(hint, a.cfg.Token))
+	return len(a.clients) - 1
+}
+
+// hostOf is an address's host:port, whether given as a URL or bare.
+func hostOf(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return addr
+}
+
+// recentlyDead says server i did not answer at all within the last few
+// intervals: a leader hint naming it is stale.
+func (a *Agent) recentlyDead(i int) bool {
+	t, ok := a.dead[i]
+	return ok && time.Since(t) < 3*a.interval
 }
 
 // report is the node as it is now.

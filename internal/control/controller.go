@@ -141,3 +141,11 @@ func newID(prefix string, now time.Time) string {
 	rand.Read(b[:])
 	return prefix + "-" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b[:])
 }
+
+// LastHeartbeat is when this server, leading, last heard from a node; the
+// zero time on a follower or before the node's first heartbeat to this
+// leader (liveness is the leader's memory, not the table's).
+func (c *Controller) LastHeartbeat(node string) time.Time {
+	t, _ := c.live.lastHeard(node)
+	return t
+}

@@ -48,6 +48,14 @@ func (l *liveness) heard(rep *model.NodeReport, now time.Time) {
 	}
 }
 
+// lastHeard is when this leader last heard from a node.
+func (l *liveness) lastHeard(node string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.seen[node]
+	return t, ok
+}
+
 // setMass records whether the mass guard holds and returns whether it
 // held before.
 func (l *liveness) setMass(on bool) bool {

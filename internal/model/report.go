@@ -96,6 +96,10 @@ type NodeOrders struct {
 	Allocations []DesiredAlloc `json:"allocations"`
 	// HeartbeatInterval is how often the server wants to hear from it.
 	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
+	// Servers are the servers of this control plane (advertised URLs),
+	// so an agent started with one address knows every one to try when
+	// that one fails.
+	Servers []string `json:"servers,omitempty"`
 }
 
 // DesiredAlloc is one allocation the node should run, or stop.

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
@@ -96,5 +98,22 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	orders.Servers = s.candidates(r.Context())
 	writeJSON(w, 200, orders)
+}
+
+// candidates is the servers campaigning, read from etcd at most every
+// few seconds: it changes when a server joins or leaves, and every
+// heartbeat carries it.
+func (s *Server) candidates(ctx context.Context) []string {
+	s.candMu.Lock()
+	defer s.candMu.Unlock()
+	if time.Since(s.candAt) > 5*time.Second {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		if c, err := s.st.Candidates(cctx); err == nil {
+			s.cand, s.candAt = c, time.Now()
+		}
+		cancel()
+	}
+	return s.cand
 }

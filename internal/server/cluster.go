@@ -78,7 +78,7 @@ func (s *Server) nodeView(n model.Node, allocs []model.Allocation) api.Node {
 	for _, a := range allocs {
 		used |= a.GPUs
 	}
-	v := api.Node{Node: n, AllocatedMask: used.String()}
+	v := api.Node{Node: n, AllocatedMask: used.String(), LastHeartbeat: s.ctl.LastHeartbeat(n.ID)}
 	if n.Schedulable() {
 		v.FreeGPUs = n.GPUs - (used | n.QuarantinedGPUs).Count()
 	}

@@ -55,7 +55,12 @@ func (s *Server) leaderWrite(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r) // answers not_leader, or unavailable
 			return
 		}
-		s.proxy(leader).ServeHTTP(w, r)
+		// A leader that is paused (SIGSTOP, a long GC, a hung disk)
+		// accepts the connection and never answers: give up below the
+		// election TTL and say so, rather than hang the caller.
+		ctx, cancel := context.WithTimeout(r.Context(), s.forwardTimeout)
+		defer cancel()
+		s.proxy(leader).ServeHTTP(w, r.WithContext(ctx))
 	}
 }
 
@@ -74,10 +79,16 @@ func (s *Server) proxy(leader string) *httputil.ReverseProxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The election still names a leader that does not answer:
-			// it is gone and its lease has not run out yet.
+			// it is gone, or paused, and its lease has not run out yet.
+			// No leader hint: the one named is the one not answering.
 			w.Header().Set("Retry-After", "1")
+			why := "does not answer"
+			if errors.Is(err, context.DeadlineExceeded) {
+				why = "did not answer within " + s.forwardTimeout.String()
+			}
+			s.log.Warn("forwarding to the leader failed", "leader", leader, "path", r.URL.Path, "err", err)
 			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: api.Error{Code: "not_leader",
-				Message: "the leader (" + leader + ") does not answer; a new one is elected when its lease expires: retry", Leader: leader}})
+				Message: "the leader (" + leader + ") " + why + "; a new one is elected when its lease expires: retry"}})
 		},
 	}
 	if s.byLeader == nil {

@@ -82,7 +82,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	cc.Logger, cc.Metrics = cfg.Logger, m
 	ctl := control.New(st, cc)
 	id := advertise(cfg, addr)
-	srv := New(st, ctl, reg, m, Options{ID: id, Addr: addr, Logger: cfg.Logger})
+	srv := New(st, ctl, reg, m, Options{ID: id, Addr: addr, Logger: cfg.Logger, ForwardTimeout: max(cfg.ElectionTTL/2, 500*time.Millisecond)})
 	m.Observe(srv)
 	ictx, cancel := context.WithCancel(ctx)
 	in := &Instance{Server: srv, Store: st, Controller: ctl, Addr: addr, cancel: cancel, done: make(chan error, 2), log: cfg.Logger,

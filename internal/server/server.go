@@ -27,6 +27,12 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	mux     *http.ServeMux
+	// forwardTimeout bounds a write forwarded to the leader.
+	forwardTimeout time.Duration
+	// cand caches the servers campaigning (candidates).
+	candMu sync.Mutex
+	cand   []string
+	candAt time.Time
 	// principals caches decoded tokens by hash (see authenticate).
 	principals sync.Map
 	proxies
@@ -42,6 +48,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Audit receives one entry per state-changing request; default Logger.
 	Audit *slog.Logger
+	// ForwardTimeout bounds a write forwarded to the leader; it must be
+	// below the election TTL, so a paused leader is answered for (503,
+	// Retry-After) before its successor is even elected. Default 5 s.
+	ForwardTimeout time.Duration
 }
 
 // New builds the server. Its controller must have been made with
@@ -53,7 +63,11 @@ func New(st *store.Store, ctl *control.Controller, reg *prometheus.Registry, m *
 	if o.Audit == nil {
 		o.Audit = o.Logger
 	}
-	s := &Server{st: st, ctl: ctl, log: o.Logger, audit: o.Audit, id: o.ID, addr: o.Addr, reg: reg, metrics: m, mux: http.NewServeMux()}
+	if o.ForwardTimeout <= 0 {
+		o.ForwardTimeout = 5 * time.Second
+	}
+	s := &Server{st: st, ctl: ctl, log: o.Logger, audit: o.Audit, id: o.ID, addr: o.Addr, reg: reg, metrics: m, mux: http.NewServeMux(),
+		forwardTimeout: o.ForwardTimeout}
 	s.routes()
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -45,6 +46,7 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 		return nil, fmt.Errorf("election session: %w", err)
 	}
 	pfx := s.prefix + electionDir + "/" // the layout concurrency.Election uses
+	s.revokeOwn(ctx, pfx, id, sess.Lease())
 	key, rev, err := s.enqueue(ctx, sess, pfx, id)
 	if err == nil {
 		err = s.waitTurn(ctx, sess, pfx, rev)
@@ -59,6 +61,30 @@ func (s *Store) Campaign(ctx context.Context, id string, ttl time.Duration) (*Le
 	go s.shedRaftLeadership(ctx)
 	el := concurrency.ResumeElection(sess, pfx, key, rev)
 	return &Leadership{s: s, session: sess, election: el, key: key, fence: rev, id: id}, nil
+}
+
+// revokeOwn ends the leases of election keys that hold this candidate's
+// own id under another lease: this server's previous incarnation, killed
+// before it could resign. Its lease would otherwise hold leadership for
+// a whole TTL after a restart (a single server: no writes until then).
+// The id is the server's advertised URL, which no other live server can
+// share, so the key cannot be anyone else's. Best effort: on any error
+// the old lease simply runs out.
+func (s *Store) revokeOwn(ctx context.Context, pfx, id string, mine clientv3.LeaseID) {
+	gctx, cancel := context.WithTimeout(ctx, attempt)
+	defer cancel()
+	resp, err := s.cli.Get(gctx, pfx, clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	for _, kv := range resp.Kvs {
+		if string(kv.Value) != id || kv.Lease == 0 || clientv3.LeaseID(kv.Lease) == mine {
+			continue
+		}
+		if _, err := s.cli.Revoke(gctx, clientv3.LeaseID(kv.Lease)); err == nil {
+			s.log.Info("revoked this server's lease from before its restart", "key", string(kv.Key))
+		}
+	}
 }
 
 // attempt bounds each call Campaign makes to etcd.
@@ -185,6 +211,22 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // Writer returns the writer bound to this leadership's fence.
 func (l *Leadership) Writer() *Writer {
 	return &Writer{s: l.s, fenceKey: l.key, fence: l.fence}
+}
+
+// Candidates are the ids (advertised URLs) of every server campaigning
+// now: the leader and its followers, the servers an agent may talk to.
+func (s *Store) Candidates(ctx context.Context) ([]string, error) {
+	resp, err := s.cli.Get(ctx, s.prefix+electionDir+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		if !slices.Contains(out, string(kv.Value)) {
+			out = append(out, string(kv.Value))
+		}
+	}
+	return out, nil
 }
 
 // Leader reports who leads now (empty if nobody) and its fence.
