@@ -82,6 +82,13 @@ func (c *Controller) Act(ctx context.Context, id, action, by string) (AlertRecor
 					j.Record(ch.now, "preempted", fmt.Sprintf("by %s from page %s", by, id))
 				}
 			}
+		case "accept_degraded":
+			// On the deployment, not only on this alert: the alert is
+			// resolved when its condition lapses (a restart, a failover,
+			// a quiet minute), the decision must not be.
+			if d := ch.deployment(rec.Page.Deployment); d != nil {
+				d.Accepted = &model.AcceptedDegraded{Want: rec.Page.Want, Have: rec.Page.Have, By: by, At: ch.now}
+			}
 		}
 		rec.Choice = &Choice{Action: action, By: by, At: ch.now}
 		rec.UpdatedAt = ch.now

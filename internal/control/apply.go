@@ -63,7 +63,7 @@ func (c *Controller) apply(ch *change, in *input, d sched.Decision) {
 		if j := ch.job(p.JobID); j != nil {
 			j.Record(now, reason, fmt.Sprintf("for %s; deadline %s", p.For, p.Deadline.UTC().Format(time.RFC3339)))
 		}
-		recent = append(recent, sched.PreemptionRecord{At: now, JobID: p.JobID, GPUs: p.GPUs})
+		recent = append(recent, sched.PreemptionRecord{At: now, JobID: p.JobID, GPUs: p.GPUs, Running: p.Running})
 	}
 	putDoc(ch, in, docPreemptions, recent)
 	relocs := in.relocations

@@ -228,6 +228,19 @@ type Deployment struct {
 	Team      string    `json:"team,omitempty"`
 	Workload  *Workload `json:"workload,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Accepted is an operator's decision, taken from an R6 page, to run
+	// below target rather than preempt: kept in the table so that it
+	// survives restarts and failovers. It holds while the target stays
+	// at or below the Want it was taken for.
+	Accepted *AcceptedDegraded `json:"accepted_degraded,omitempty"`
+}
+
+// AcceptedDegraded is the accept_degraded choice on a deployment's page.
+type AcceptedDegraded struct {
+	Want int       `json:"want_replicas"`
+	Have int       `json:"have_replicas"`
+	By   string    `json:"by"`
+	At   time.Time `json:"at"`
 }
 
 // Validate checks the deployment's fields and names the first wrong one.

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/berthsched/berth/internal/model"
 )
 
 // Severity says who must look: info is for the timeline, warn for the
@@ -81,6 +83,14 @@ func (p *planner) pageThrottled() {
 	sort.Strings(ids)
 	for _, id := range ids {
 		t := p.throttled[id]
+		if acc := p.accepted(id); acc != nil && t.want <= acc.Want {
+			// An operator chose to run below target: not a page again
+			// for the same shortfall, but still on the dashboard.
+			p.alert(Alert{ID: "budget/" + id, Severity: SeverityWarn, Kind: "inference_degraded_accepted", Subject: id,
+				Message: fmt.Sprintf("%s runs %d of %d wanted replicas (min_replicas %d): accepted degraded by %s at %s; a target above %d pages again",
+					id, t.have, t.want, t.min, acc.By, acc.At.UTC().Format(time.RFC3339), acc.Want)})
+			continue
+		}
 		gpus, cost := 0, 0.0
 		pg := &Page{Deployment: id, Want: t.want, Have: t.have, Min: t.min, BlockedGPUs: t.missing * t.gpus,
 			Rate: p.budget.rate(0), Limit: p.cfg.Budget.Page}
@@ -116,6 +126,16 @@ func (p *planner) pageThrottled() {
 			t.want, t.have, t.min, floor, pg.BlockedGPUs, 100*pg.Rate, 100*pg.Limit, strings.Join(lines, "; "), cost)
 		p.alert(Alert{ID: "budget/" + id, Severity: SeverityPage, Kind: "inference_throttled", Subject: id, Message: msg, Page: pg})
 	}
+}
+
+// accepted is the deployment's standing accept_degraded decision, if any.
+func (p *planner) accepted(id string) *model.AcceptedDegraded {
+	for i := range p.s.Deployments {
+		if p.s.Deployments[i].ID == id {
+			return p.s.Deployments[i].Accepted
+		}
+	}
+	return nil
 }
 
 func shortDuration(d time.Duration) string {

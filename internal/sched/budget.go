@@ -14,6 +14,9 @@ type PreemptionRecord struct {
 	At    time.Time `json:"at"`
 	JobID string    `json:"job_id"`
 	GPUs  int       `json:"gpus"`
+	// Running is the training GPUs that ran when it was made: the rate's
+	// denominator never drops below it within the hour (see rate).
+	Running int `json:"running,omitempty"`
 }
 
 // Preemption asks a running job to stop: SIGTERM, checkpoint, exit, with
@@ -30,6 +33,8 @@ type Preemption struct {
 	// LostGPUHours is the progress at risk: GPUs × time since the job's
 	// last checkpoint (or since it started).
 	LostGPUHours float64 `json:"lost_gpu_hours"`
+	// Running is the training GPUs running in this pass, for the record.
+	Running int `json:"running"`
 }
 
 // budget is the preemption budget's state during a pass.
@@ -48,9 +53,11 @@ func (p *planner) newBudget() budget {
 		b.bandwidth = p.s.StorageBandwidth
 		b.degraded = p.s.StorageBandwidth < p.cfg.Storage.MinBandwidth
 	}
+	floor := 0
 	for _, r := range p.s.RecentPreemptions {
 		if age := p.now.Sub(r.At); age >= 0 && age < time.Hour {
 			b.recent += r.GPUs
+			floor = max(floor, r.Running)
 		}
 	}
 	seen := map[string]bool{}
@@ -66,11 +73,16 @@ func (p *planner) newBudget() budget {
 			}
 		}
 	}
+	b.running = max(b.running, floor)
 	return b
 }
 
 // rate is preempted training GPU-hours per hour over running training
-// GPU-hours, had extra more GPUs been preempted.
+// GPU-hours, had extra more GPUs been preempted. The denominator is the
+// most training that ran at any preemption of the hour, or now if more:
+// after a restart, a node loss or any mass requeue, training is briefly
+// near zero, and dividing the hour's preemptions by that read 300%/h for
+// a fleet that preempted almost nothing.
 func (b *budget) rate(extra int) float64 {
 	if b.running == 0 {
 		if b.recent+extra == 0 {
@@ -184,7 +196,7 @@ func (p *planner) preempt(victims []*victim, forWhom string) {
 			ids[i] = a.ID
 		}
 		p.d.Preemptions = append(p.d.Preemptions, Preemption{JobID: v.job.ID, Allocations: ids, GPUs: v.gpus,
-			Deadline: p.now.Add(d), Backfill: v.tier == tierBackfill, For: forWhom, LostGPUHours: p.lost(v)})
+			Deadline: p.now.Add(d), Backfill: v.tier == tierBackfill, For: forWhom, LostGPUHours: p.lost(v), Running: p.budget.running})
 		p.budget.inFlight += p.writeRate(v.job)
 		if v.tier != tierBackfill || v.backfillFor != forWhom {
 			p.budget.recent += v.gpus

@@ -92,7 +92,7 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		return w.expire(), nil
 	case "recent":
 		ago, err := time.ParseDuration(a.str("ago", "0s"))
-		w.recent = append(w.recent, sched.PreemptionRecord{At: w.now.Add(-ago), JobID: "earlier", GPUs: a.int("gpus", 0)})
+		w.recent = append(w.recent, sched.PreemptionRecord{At: w.now.Add(-ago), JobID: "earlier", GPUs: a.int("gpus", 0), Running: a.int("running", 0)})
 		return "ok\n", err
 	case "stop":
 		return w.stopDone(), nil
@@ -181,6 +181,15 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		for i := range w.deps {
 			if w.deps[i].ID == a.str("id", "") {
 				w.deps[i].Desired = a.int("desired", 0)
+				return "ok\n", nil
+			}
+		}
+		return "", fmt.Errorf("no deployment %q", a.str("id", ""))
+	case "accept":
+		// An operator's accept_degraded choice, as the table keeps it.
+		for i := range w.deps {
+			if w.deps[i].ID == a.str("id", "") {
+				w.deps[i].Accepted = &model.AcceptedDegraded{Want: a.int("want", 0), Have: a.int("have", 0), By: a.str("by", "ops"), At: w.now}
 				return "ok\n", nil
 			}
 		}

@@ -207,7 +207,7 @@ func (r *run) preempt(p sched.Preemption) {
 	r.store.start(j.idx, float64(j.spec.CheckpointBytes), r.now)
 	r.kickStorage()
 	r.schedule(max(p.Deadline.Sub(Epoch), r.now), evKill, j.idx, j.stopGen)
-	r.recent = append(r.recent, sched.PreemptionRecord{At: Epoch.Add(r.now), JobID: p.JobID, GPUs: p.GPUs})
+	r.recent = append(r.recent, sched.PreemptionRecord{At: Epoch.Add(r.now), JobID: p.JobID, GPUs: p.GPUs, Running: p.Running})
 	r.m.preempted(j, p, r.job(p.For) == nil)
 	j.preempts++
 }
