@@ -29,6 +29,7 @@ func newServerCmd() *cobra.Command {
 	var endpoints string
 	var heartbeat, lostAfter time.Duration
 	var logJSON bool
+	var minFreeMiB uint64
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the API over the allocation table in etcd",
@@ -47,6 +48,7 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 			}
 			cfg.Logger = newLogger(cmd, logJSON)
 			cfg.Control = control.Config{HeartbeatInterval: heartbeat, LostAfter: lostAfter}
+			cfg.MinFreeDisk = minFreeMiB << 20
 			out := cmd.OutOrStdout()
 			tokenFile := filepath.Join(cfg.DataDir, "admin.token")
 			cfg.Bootstrap = func(secret string) {
@@ -70,6 +72,7 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "where the embedded etcd keeps the table")
+	f.Uint64Var(&minFreeMiB, "min-free-disk-mib", server.DefaultMinFreeDisk>>20, "refuse writes (reads go on) while the data dir has less free space than this")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded member)")
 	f.StringVar(&cfg.Name, "name", "", "this server's member name in the embedded etcd cluster")
 	f.StringVar(&cfg.Advertise, "advertise", "", "URL other servers and clients reach this one at (default: the --listen address); followers forward writes to the leader's")

@@ -40,6 +40,11 @@ const writeTimeout = 10 * time.Second
 // when this server leads, proxied otherwise.
 func (s *Server) leaderWrite(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// Heartbeats are not refused: a node must stay alive, and what
+		// they write (exits) is small and the reserve's to spend.
+		if r.URL.Path != "/v1/agent/heartbeat" && s.refuseWhenDiskLow(w, r) {
+			return
+		}
 		if l := s.ctl.Leading(); l || r.Header.Get(forwardedHeader) != "" {
 			if wr, err := s.ctl.Writer(); err == nil {
 				w.Header().Set(fenceHeader, strconv.FormatInt(wr.Fence(), 10))

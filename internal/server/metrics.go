@@ -19,6 +19,7 @@ type metrics struct {
 	requests               *prometheus.HistogramVec
 	applyErrors            prometheus.Counter
 	leader                 prometheus.Gauge
+	diskFreeBytes          prometheus.Gauge
 	fleet                  *fleetCollector
 }
 
@@ -38,8 +39,10 @@ func NewMetrics(reg *prometheus.Registry) *metrics {
 		applyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_apply_errors_total",
 			Help: "Decisions whose transaction was refused (conflict or fence)."}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_leader", Help: "1 while this server leads."}),
+		diskFreeBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_data_dir_free_bytes",
+			Help: "Free space on the data dir's filesystem (embedded etcd); writes are refused below the reserve."}),
 	}
-	reg.MustRegister(m.plan, m.apply, m.heartbeat, m.requests, m.applyErrors, m.leader,
+	reg.MustRegister(m.plan, m.apply, m.heartbeat, m.requests, m.applyErrors, m.leader, m.diskFreeBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +67,12 @@ func (m *metrics) request(route string, code int, d time.Duration) {
 		return
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+func (m *metrics) diskFree(b uint64) {
+	if m != nil {
+		m.diskFreeBytes.Set(float64(b))
+	}
 }
 
 func (m *metrics) leading(on bool) {

@@ -38,6 +38,8 @@ type Config struct {
 	Ready func(addr string)
 	// Bootstrap receives the first admin token when this server made it.
 	Bootstrap func(secret string)
+	// MinFreeDisk is the data dir's reserve (disk.go); 0 is the default.
+	MinFreeDisk uint64
 }
 
 // Instance is a running server: for tests and `berth dev`.
@@ -82,7 +84,11 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	cc.Logger, cc.Metrics = cfg.Logger, m
 	ctl := control.New(st, cc)
 	id := advertise(cfg, addr)
-	srv := New(st, ctl, reg, m, Options{ID: id, Addr: addr, Logger: cfg.Logger, ForwardTimeout: max(cfg.ElectionTTL/2, 500*time.Millisecond)})
+	o := Options{ID: id, Addr: addr, Logger: cfg.Logger, ForwardTimeout: max(cfg.ElectionTTL/2, 500*time.Millisecond), MinFreeDisk: cfg.MinFreeDisk}
+	if len(cfg.Endpoints) == 0 {
+		o.DataDir = cfg.DataDir
+	}
+	srv := New(st, ctl, reg, m, o)
 	m.Observe(srv)
 	ictx, cancel := context.WithCancel(ctx)
 	in := &Instance{Server: srv, Store: st, Controller: ctl, Addr: addr, cancel: cancel, done: make(chan error, 2), log: cfg.Logger,
@@ -105,6 +111,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		}
 		in.done <- err
 	}()
+	go srv.watchDisk(ictx)
 	go func() { in.done <- srv.Lead(ictx, cfg.ElectionTTL, cfg.Bootstrap) }()
 	if cfg.Ready != nil {
 		cfg.Ready(addr)

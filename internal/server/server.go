@@ -29,6 +29,7 @@ type Server struct {
 	mux     *http.ServeMux
 	// forwardTimeout bounds a write forwarded to the leader.
 	forwardTimeout time.Duration
+	disk           *diskGuard // nil with an external etcd
 	// cand caches the servers campaigning (candidates).
 	candMu sync.Mutex
 	cand   []string
@@ -52,6 +53,11 @@ type Options struct {
 	// below the election TTL, so a paused leader is answered for (503,
 	// Retry-After) before its successor is even elected. Default 5 s.
 	ForwardTimeout time.Duration
+	// DataDir is the embedded etcd's directory, whose free space the disk
+	// guard watches (disk.go); empty with an external etcd. MinFreeDisk
+	// is the reserve, DefaultMinFreeDisk when 0.
+	DataDir     string
+	MinFreeDisk uint64
 }
 
 // New builds the server. Its controller must have been made with
@@ -68,6 +74,12 @@ func New(st *store.Store, ctl *control.Controller, reg *prometheus.Registry, m *
 	}
 	s := &Server{st: st, ctl: ctl, log: o.Logger, audit: o.Audit, id: o.ID, addr: o.Addr, reg: reg, metrics: m, mux: http.NewServeMux(),
 		forwardTimeout: o.ForwardTimeout}
+	if o.DataDir != "" {
+		if o.MinFreeDisk == 0 {
+			o.MinFreeDisk = DefaultMinFreeDisk
+		}
+		s.disk = &diskGuard{dir: o.DataDir, reserve: o.MinFreeDisk}
+	}
 	s.routes()
 	return s
 }
@@ -195,6 +207,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz is ready when this server leads or a leader exists to follow.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if e := s.diskLow(); e != nil {
+		writeJSON(w, 503, map[string]any{"ready": false, "reason": e.Message, "code": e.Code, "reads": true})
+		return
+	}
 	if s.ctl.Leading() {
 		writeJSON(w, 200, map[string]any{"ready": true, "role": "leader"})
 		return

@@ -116,7 +116,7 @@ func startEmbedded(cfg Config) (*embed.Etcd, error) {
 		ec.Name = "berth"
 	}
 	ec.Logger, ec.LogLevel = "zap", "error"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(cfg.Logger))
 	ec.MaxTxnOps = 1 << 20
 	ec.MaxRequestBytes = maxRequestBytes
 	ec.QuotaBackendBytes = 8 << 30
