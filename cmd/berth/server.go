@@ -30,6 +30,7 @@ func newServerCmd() *cobra.Command {
 	var heartbeat, lostAfter time.Duration
 	var logJSON bool
 	var minFreeMiB uint64
+	var configFile string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the API over the allocation table in etcd",
@@ -48,6 +49,18 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 			}
 			cfg.Logger = newLogger(cmd, logJSON)
 			cfg.Control = control.Config{HeartbeatInterval: heartbeat, LostAfter: lostAfter}
+			if configFile != "" {
+				if err := control.LoadFile(configFile, &cfg.Control); err != nil {
+					return err
+				}
+				// A flag given on the command line wins over the file.
+				if cmd.Flags().Changed("heartbeat-interval") {
+					cfg.Control.HeartbeatInterval = heartbeat
+				}
+				if cmd.Flags().Changed("lost-after") {
+					cfg.Control.LostAfter = lostAfter
+				}
+			}
 			cfg.MinFreeDisk = minFreeMiB << 20
 			out := cmd.OutOrStdout()
 			tokenFile := filepath.Join(cfg.DataDir, "admin.token")
@@ -72,6 +85,7 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "where the embedded etcd keeps the table")
+	f.StringVar(&configFile, "config", "", "scheduling policy and control-loop timings, YAML (docs/config.md); validated at start")
 	f.Uint64Var(&minFreeMiB, "min-free-disk-mib", server.DefaultMinFreeDisk>>20, "refuse writes (reads go on) while the data dir has less free space than this")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded member)")
 	f.StringVar(&cfg.Name, "name", "", "this server's member name in the embedded etcd cluster")

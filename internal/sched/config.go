@@ -1,50 +1,56 @@
 package sched
 
-import "time"
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
 
 // Config holds the core's policy knobs. The zero value is usable: every
 // field has a documented default, applied by withDefaults.
 type Config struct {
-	Pools Pools `json:"pools"`
+	Pools Pools `json:"pools" yaml:"pools"`
 	// FragTarget is the one-node request size the fragmentation figure is
 	// measured against. Default 8 (a TP8 job).
-	FragTarget int `json:"frag_target,omitempty"`
+	FragTarget int `json:"frag_target,omitempty" yaml:"frag_target"`
 	// MaxRelocations bounds defragmentation moves in flight at once
 	// (R4: each move over-provisions for up to a minute). Default 4;
 	// negative disables defragmentation.
-	MaxRelocations int `json:"max_relocations,omitempty"`
+	MaxRelocations int `json:"max_relocations,omitempty" yaml:"max_relocations"`
 
 	// Aging raises a waiting job's effective priority so that it crosses
 	// priority classes eventually (§7, R2).
-	Aging Aging `json:"aging"`
+	Aging Aging `json:"aging" yaml:"aging"`
 	// MinRuntime: a job cannot be preempted within this long of starting,
 	// which is also the thrash guard after a restart. Default 10m.
-	MinRuntime time.Duration `json:"min_runtime,omitempty"`
+	MinRuntime time.Duration `json:"min_runtime,omitempty" yaml:"min_runtime"`
 	// StarvationAfter: a gang (Aging.MinGPUs or more) still waiting after
 	// this long raises "this cluster cannot host job X" (R2). Default 4h.
-	StarvationAfter time.Duration `json:"starvation_after,omitempty"`
+	StarvationAfter time.Duration `json:"starvation_after,omitempty" yaml:"starvation_after"`
 	// MaxHolds bounds how many waiting jobs, highest-ranked first, hold
 	// free GPUs in one pass (Slurm's reservation depth, in spirit): the
 	// top of the queue is protected from being nibbled at; holding for
 	// thousands of jobs would only turn the free pool into holds.
 	// Default 32.
-	MaxHolds int `json:"max_holds,omitempty"`
+	MaxHolds int `json:"max_holds,omitempty" yaml:"max_holds"`
 	// MaxStarvationAlerts bounds those alerts per pass; the rest are
 	// counted in one summary alert. Default 20.
-	MaxStarvationAlerts int `json:"max_starvation_alerts,omitempty"`
+	MaxStarvationAlerts int `json:"max_starvation_alerts,omitempty" yaml:"max_starvation_alerts"`
 
 	// PreemptMargin: a training job preempts another only when its
 	// priority plus waiting bonus beats the victim's priority plus
 	// preemption bonus by at least this much. Preemption bonuses protect
 	// victims but give no power to preempt, so equals never churn each
 	// other. Default 10 (one preemption's worth).
-	PreemptMargin int `json:"preempt_margin,omitempty"`
+	PreemptMargin int `json:"preempt_margin,omitempty" yaml:"preempt_margin"`
 
 	// SLO orders training by §1's SLO classes before priority.
-	SLO SLO `json:"slo"`
+	SLO SLO `json:"slo" yaml:"slo"`
 
-	Storage Storage `json:"storage"`
-	Budget  Budget  `json:"budget"`
+	Storage Storage `json:"storage" yaml:"storage"`
+	Budget  Budget  `json:"budget" yaml:"budget"`
 }
 
 // SLO is §1's training SLO as a ranking rule: jobs under MaxGPUs (the
@@ -54,8 +60,8 @@ type Config struct {
 // Inside a tier, effective priority decides. Defaults 64 GPUs and 48h;
 // MaxGPUs negative ranks by priority alone.
 type SLO struct {
-	MaxGPUs       int           `json:"max_gpus,omitempty"`
-	ScheduleAfter time.Duration `json:"schedule_after,omitempty"`
+	MaxGPUs       int           `json:"max_gpus,omitempty" yaml:"max_gpus"`
+	ScheduleAfter time.Duration `json:"schedule_after,omitempty" yaml:"schedule_after"`
 }
 
 // Aging is the effective-priority bonus: PerPreemption for each time the
@@ -65,37 +71,37 @@ type SLO struct {
 // waiting, or 10 preemptions. Small jobs do not age by waiting: among
 // equals, waiting-based aging only turns queueing into preemption churn.
 type Aging struct {
-	PerPreemption int `json:"per_preemption,omitempty"`
-	PerHour       int `json:"per_hour,omitempty"`
-	MinGPUs       int `json:"min_gpus,omitempty"`
+	PerPreemption int `json:"per_preemption,omitempty" yaml:"per_preemption"`
+	PerHour       int `json:"per_hour,omitempty" yaml:"per_hour"`
+	MinGPUs       int `json:"min_gpus,omitempty" yaml:"min_gpus"`
 }
 
 // Storage is the checkpoint storage the preemption deadline depends on (R3).
 type Storage struct {
 	// Bandwidth is the bandwidth assumed when none is measured, in bytes
 	// per second. Default 200 GB/s (a cluster filesystem).
-	Bandwidth float64 `json:"bandwidth,omitempty"`
+	Bandwidth float64 `json:"bandwidth,omitempty" yaml:"bandwidth"`
 	// MinBandwidth: below this measured bandwidth preemption stops and a
 	// page is raised, because a preemption you cannot checkpoint is a kill.
 	// Default 10% of Bandwidth.
-	MinBandwidth float64 `json:"min_bandwidth,omitempty"`
+	MinBandwidth float64 `json:"min_bandwidth,omitempty" yaml:"min_bandwidth"`
 	// BudgetFraction of the bandwidth may be spent on preemption
 	// checkpoints in flight at once (concurrent preemptions × size /
 	// deadline). Default 1.
-	BudgetFraction float64 `json:"budget_fraction,omitempty"`
+	BudgetFraction float64 `json:"budget_fraction,omitempty" yaml:"budget_fraction"`
 	// MinDeadline floors the preemption deadline for small checkpoints:
 	// process teardown takes time too. Default 30s.
-	MinDeadline time.Duration `json:"min_deadline,omitempty"`
+	MinDeadline time.Duration `json:"min_deadline,omitempty" yaml:"min_deadline"`
 }
 
 // Budget is the preemption budget's tiers (R6), as fractions of running
 // training GPUs preempted per hour.
 type Budget struct {
 	// Warn: above this, preempt but warn. Default 0.10.
-	Warn float64 `json:"warn,omitempty"`
+	Warn float64 `json:"warn,omitempty" yaml:"warn"`
 	// Page: above this, preempt only for inference below min_replicas;
 	// everything above the floor waits and a page is raised. Default 0.25.
-	Page float64 `json:"page,omitempty"`
+	Page float64 `json:"page,omitempty" yaml:"page"`
 }
 
 func (c Config) withDefaults() Config {
@@ -154,4 +160,57 @@ func (c Config) withDefaults() Config {
 		c.Budget.Page = 0.25
 	}
 	return c
+}
+
+// Validate checks an operator's configuration (before defaults) and names
+// the first wrong key as the config file spells it.
+func (c Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%s: "+format, append([]any{key}, args...)...)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"min_runtime", c.MinRuntime}, {"starvation_after", c.StarvationAfter}, {"slo.schedule_after", c.SLO.ScheduleAfter},
+		{"storage.min_deadline", c.Storage.MinDeadline}} {
+		if d.v < 0 {
+			return bad(d.key, "%v: must not be negative", d.v)
+		}
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"max_holds", c.MaxHolds}, {"max_starvation_alerts", c.MaxStarvationAlerts}, {"preempt_margin", c.PreemptMargin},
+		{"aging.per_preemption", c.Aging.PerPreemption}, {"aging.per_hour", c.Aging.PerHour}, {"aging.min_gpus", c.Aging.MinGPUs},
+		{"pools.small_max_gpus", c.Pools.SmallMaxGPUs}, {"pools.inference_min_gpus", c.Pools.InferenceMinGPUs}} {
+		if n.v < 0 {
+			return bad(n.key, "%d: must not be negative", n.v)
+		}
+	}
+	if c.FragTarget < 0 || c.FragTarget > model.MaxGPUsPerNode {
+		return bad("frag_target", "%d: expected 1 to %d GPUs", c.FragTarget, model.MaxGPUsPerNode)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"storage.bandwidth", c.Storage.Bandwidth}, {"storage.min_bandwidth", c.Storage.MinBandwidth},
+		{"budget.warn", c.Budget.Warn}, {"budget.page", c.Budget.Page}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return bad(f.key, "%g: expected a non-negative number", f.v)
+		}
+	}
+	if f := c.Storage.BudgetFraction; f < 0 || f > 1 || math.IsNaN(f) {
+		return bad("storage.budget_fraction", "%g: expected a fraction between 0 and 1", f)
+	}
+	d := c.withDefaults()
+	if d.Storage.MinBandwidth > d.Storage.Bandwidth {
+		return bad("storage.min_bandwidth", "%g bytes/s is above storage.bandwidth (%g): preemption would never run", d.Storage.MinBandwidth, d.Storage.Bandwidth)
+	}
+	if d.Budget.Warn > d.Budget.Page {
+		return bad("budget.warn", "%g is above budget.page (%g): the warning tier must start below the paging tier", d.Budget.Warn, d.Budget.Page)
+	}
+	if d.Budget.Page > 10 {
+		return bad("budget.page", "%g: a fraction of running training GPUs per hour (0.25 is 25%%/h); %g is %g%%/h", d.Budget.Page, d.Budget.Page, 100*d.Budget.Page)
+	}
+	return nil
 }
