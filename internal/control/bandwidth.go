@@ -68,14 +68,16 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 			continue
 		}
 		if st := r.CheckpointStats; fresh {
-			recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: st.Bytes,
-				Start: st.At.Add(-time.Duration(st.Seconds * float64(time.Second))), End: st.At, Complete: true}})
+			if st.Bytes >= sched.MinSampleBytes { // smaller ones measure latency, and would push real samples out
+				recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: st.Bytes,
+					Start: st.At.Add(-time.Duration(st.Seconds * float64(time.Second))), End: st.At, Complete: true}})
+			}
 			if j := ch.job(a.OwnerID); j != nil && j.Checkpoint != nil && j.Checkpoint.MeasuredBytes != st.Bytes {
 				j.Checkpoint.MeasuredBytes = st.Bytes
 			}
 		}
 		if r.State == model.ActualExited && r.Killed && a.Stopping && a.StopReason == "preempted" && !a.StopAt.IsZero() {
-			if j := ch.job(a.OwnerID); j != nil && j.Checkpoint != nil && j.Checkpoint.Bytes() > 0 {
+			if j := ch.job(a.OwnerID); j != nil && j.Checkpoint != nil && j.Checkpoint.Bytes() >= sched.MinSampleBytes {
 				recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: j.Checkpoint.Bytes(), Start: a.StopAt, End: ch.now}})
 			}
 		}

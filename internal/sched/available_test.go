@@ -124,6 +124,11 @@ func TestMeasuredBandwidth(t *testing.T) {
 		// at the front (it would cap at 10 MB/s) is beyond them; the
 		// eight writes of a at once show 800 GB over 100 s.
 		{"window", append([]CheckpointSample{sample(1e9, 300, 400, false)}, a, a, a, a, a, a, a, a), 8e9},
+		// A few kilobytes in a millisecond measure latency: left out,
+		// complete or killed, so they neither set nor cap the estimate.
+		{"tiny ones left out", []CheckpointSample{a, {Bytes: 4096, Start: at(300), End: at(301), Complete: true},
+			{Bytes: 4096, Start: at(302), End: at(303)}}, 1e9},
+		{"only tiny ones", []CheckpointSample{{Bytes: 4096, Start: at(300), End: at(301), Complete: true}}, 0},
 	} {
 		if got := MeasuredBandwidth(tc.samples); math.Abs(got-tc.want) > 1e-6*tc.want+1e-9 {
 			t.Errorf("%s: %.6g B/s, want %.6g", tc.name, got, tc.want)

@@ -19,6 +19,12 @@ type CheckpointSample struct {
 // callers keep no more than this, newest last.
 const MaxCheckpointSamples = 8
 
+// MinSampleBytes: a checkpoint smaller than this measures the storage's
+// latency (an open, a write, an fsync) rather than its bandwidth, and is
+// not counted: a job whose state is a few kilobytes, checkpointing in a
+// millisecond, read as 100 KB/s and stopped every preemption in the fleet.
+const MinSampleBytes = 64 << 20
+
 // MeasuredBandwidth is the checkpoint storage bandwidth the samples show,
 // in bytes/s, or 0 with no sample. It is what the control loop and the
 // simulator pass as State.StorageBandwidth, computed the same way:
@@ -32,10 +38,19 @@ const MaxCheckpointSamples = 8
 //     than the newest complete one. So when storage degrades and
 //     checkpoints start missing deadlines, the estimate falls with each
 //     miss, deadlines lengthen, and below the floor preemption stops.
+//
+// Samples under MinSampleBytes are left out.
 func MeasuredBandwidth(samples []CheckpointSample) float64 {
 	if n := len(samples); n > MaxCheckpointSamples {
 		samples = samples[n-MaxCheckpointSamples:]
 	}
+	big := make([]CheckpointSample, 0, len(samples))
+	for _, s := range samples {
+		if s.Bytes >= MinSampleBytes {
+			big = append(big, s)
+		}
+	}
+	samples = big
 	var complete []CheckpointSample
 	var newest time.Time
 	for _, s := range samples {
