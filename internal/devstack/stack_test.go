@@ -575,6 +575,20 @@ func TestRestartKeepsState(t *testing.T) {
 		return nil
 	})
 
+	// A restart is not a preemption: the shutdown's stops are not in the
+	// budget, nothing warns of a preemption rate, nothing pages.
+	if j, err := s2.API.Job(ctx, acc.JobID); err != nil || j.PreemptCount != 0 {
+		t.Errorf("holder after the restart: preempt count %d (%v), want 0", j.PreemptCount, err)
+	}
+	if n, _ := s2.Server.Controller.RecentPreemptions(time.Now()); n != 0 {
+		t.Errorf("%d preemptions recorded across a restart, want 0", n)
+	}
+	for _, a := range s2.Server.Controller.Alerts() {
+		if a.ResolvedAt == nil && (a.Kind == "preemption_rate" || a.Severity == "page") {
+			t.Errorf("open alert after a restart: %s %s: %s", a.Severity, a.Kind, a.Message)
+		}
+	}
+
 	// The demo again: its jobs carry idempotency keys, its deployments
 	// exist; nothing is submitted twice.
 	if err := s2.RunDemo(ctx, demo); err != nil {
