@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
@@ -206,6 +207,10 @@ func newNodesCmd() *cobra.Command {
 					}
 					if n.QuarantinedGPUs != 0 {
 						flags = append(flags, "quarantined GPUs "+n.QuarantinedGPUs.String())
+					}
+					if c := n.IdentityChange; c != nil && time.Since(c.At) < 24*time.Hour {
+						// R5: a new machine or a new boot; its work was requeued.
+						flags = append(flags, fmt.Sprintf("%s %s ago (%d invalidated)", c.Reason, age(c.At), c.Invalidated))
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Pod, n.Model, n.GPUs, n.FreeGPUs, dash(n.AllocatedMask),
 						n.Health, dash(strings.Join(flags, ",")), n.BootEpoch, age(n.LastHeartbeat))
