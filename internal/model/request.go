@@ -39,6 +39,13 @@ func (s *Shape) AcceptsModel(model string) bool {
 }
 
 // Validate checks the shape's fields; prefix names the enclosing field.
+// MaxCPUMilli and MaxMemoryMiB bound a request's CPU and memory far above
+// any machine and far below where arithmetic on them could overflow.
+const (
+	MaxCPUMilli  = 1_000_000_000
+	MaxMemoryMiB = 1 << 30
+)
+
 func (s *Shape) Validate(prefix string) error {
 	if s.GPUs < 1 {
 		return fmt.Errorf("%sgpus: %d must be at least 1", prefix, s.GPUs)
@@ -49,11 +56,11 @@ func (s *Shape) Validate(prefix string) error {
 	if s.Topology == TopologyNode && s.GPUs > MaxGPUsPerNode {
 		return fmt.Errorf("%sgpus: %d cannot fit topology node (at most %d GPUs per node)", prefix, s.GPUs, MaxGPUsPerNode)
 	}
-	if s.CPUMilli < 0 {
-		return fmt.Errorf("%scpu_milli: %d must not be negative", prefix, s.CPUMilli)
+	if s.CPUMilli < 0 || s.CPUMilli > MaxCPUMilli {
+		return fmt.Errorf("%scpu_milli: %d: expected 0 to %d (a million cores)", prefix, s.CPUMilli, int64(MaxCPUMilli))
 	}
-	if s.MemoryMiB < 0 {
-		return fmt.Errorf("%smemory_mib: %d must not be negative", prefix, s.MemoryMiB)
+	if s.MemoryMiB < 0 || s.MemoryMiB > MaxMemoryMiB {
+		return fmt.Errorf("%smemory_mib: %d: expected 0 to %d (1 PiB)", prefix, s.MemoryMiB, int64(MaxMemoryMiB))
 	}
 	for i, m := range s.Models {
 		if m == "" {

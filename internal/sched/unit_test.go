@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"testing"
 
 	"github.com/berthsched/berth/internal/model"
@@ -198,6 +199,30 @@ func TestAdmitDeployment(t *testing.T) {
 		ae, isAdmission := err.(*AdmissionError)
 		if !isAdmission || ae.Field != tt.field {
 			t.Errorf("got %v, want an admission error on %s", err, tt.field)
+		}
+	}
+}
+
+// TestShareNeverOverflows: a node's share of a request's CPU or memory is
+// computed in 128 bits: values near the int64 limit saturate instead of
+// wrapping to a negative share that fits everywhere.
+func TestShareNeverOverflows(t *testing.T) {
+	for _, tc := range []struct {
+		total int64
+		n, k  int
+		want  int64
+	}{
+		{0, 1, 2, 0},
+		{16000, 4, 8, 8000},
+		{10, 1, 3, 4}, // rounded up: the parts cover the whole
+		{math.MaxInt64, 1, 1, math.MaxInt64},
+		{6917529027641081856, 1, 2, 3458764513820540928},
+		{6917529027641081856, 2, 2, 6917529027641081856},
+		{math.MaxInt64, 8, 2, math.MaxInt64}, // saturates
+		{-5, 1, 2, 0},
+	} {
+		if got := share(tc.total, tc.n, tc.k); got != tc.want || got < 0 {
+			t.Errorf("share(%d, %d, %d) = %d, want %d", tc.total, tc.n, tc.k, got, tc.want)
 		}
 	}
 }

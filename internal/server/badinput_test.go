@@ -40,6 +40,10 @@ func TestBadInput(t *testing.T) {
 		{"absurd gpus", "POST", "/v1/jobs", job(`"gpus":9223372036854775807,"topology":"any"`), "gpus", ""},
 		{"unknown gpu model", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","gpu_model":"B200"`), "gpu_model", ""},
 		{"more cpu than a node", "POST", "/v1/jobs", job(`"gpus":1,"topology":"node","cpu_milli":999999999`), "cpu_milli", ""},
+		// Once accepted and bound with a negative share (int64 overflow
+		// in the per-node arithmetic), wedging the node's agent.
+		{"cpu that overflows a share", "POST", "/v1/jobs", job(`"gpus":2,"topology":"node","cpu_milli":6917529027641081856`), "cpu_milli", "expected 0 to"},
+		{"memory that overflows a share", "POST", "/v1/jobs", job(`"gpus":8,"topology":"node","memory_mib":4611686018427387904`), "memory_mib", "expected 0 to"},
 		{"preemptible without checkpoint", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","preemptible":true`), "checkpoint", ""},
 		{"preemptible with no checkpoint path", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","preemptible":true,"checkpoint":{"path":"","bytes":0}`), "checkpoint.path", ""},
 		{"checkpoint without path", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","checkpoint":{"bytes":10}`), "checkpoint.path", ""},
