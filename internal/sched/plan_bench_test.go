@@ -116,3 +116,25 @@ func BenchmarkMemoryMillionJobs(b *testing.B) {
 		runtime.KeepAlive(ix)
 	}
 }
+
+// BenchmarkPlanHostileReplicas: one pass on a busy 1,250-node fleet with
+// a share (gpu_milli) job pending, without and with a deployment asking
+// for a billion 1-GPU replicas. A pass's cost is bounded by the fleet,
+// never by a number a tenant chose: the two must cost about the same
+// (BENCHMARKS.md).
+func BenchmarkPlanHostileReplicas(b *testing.B) {
+	for _, hostile := range []bool{false, true} {
+		s := busyState(1250, 2, 1000, false)
+		s.Jobs = append(s.Jobs, model.Job{ID: "share", Team: "t", State: model.JobPending, QueuedAt: benchNow,
+			Shape: model.Shape{GPUs: 1, GPUMilli: 250, Topology: model.TopologyNode}})
+		if hostile {
+			s.Deployments = append(s.Deployments, model.Deployment{ID: "greedy", MinReplicas: 0, MaxReplicas: 1e9, Desired: 1e9,
+				ReplicaShape: model.Shape{GPUs: 1, Topology: model.TopologyNode}})
+		}
+		b.Run(fmt.Sprintf("billion_replicas=%v", hostile), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_ = Plan(s, benchNow)
+			}
+		})
+	}
+}

@@ -49,7 +49,12 @@ type ShareRequest struct {
 	GPUs      int
 	GPUMilli  int // < 1000: a fraction of one GPU
 	Models    []string
+	// Count is how many requests of this shape this stands for (a
+	// deployment's replicas); 0 is one.
+	Count int
 }
+
+func (r ShareRequest) count() int { return max(r.Count, 1) }
 
 // Fraction reports whether the request is a fraction of one GPU.
 func (r ShareRequest) Fraction() bool { return r.GPUs == 1 && r.GPUMilli > 0 && r.GPUMilli < 1000 }
@@ -103,9 +108,13 @@ func TypicalMix(reqs []ShareRequest) ShareMix {
 // value a node kept whole for them.
 func MixOf(reqs []ShareRequest) ShareMix {
 	mix, types := typicalMix(reqs)
+	total := 0
+	for _, r := range reqs {
+		total += r.count()
+	}
 	for _, t := range types[len(mix):] {
 		if t.GPUs > 1 {
-			t.P /= float64(len(reqs))
+			t.P /= float64(total)
 			mix = append(mix, t)
 		}
 	}
@@ -123,11 +132,13 @@ func typicalMix(reqs []ShareRequest) (ShareMix, []ShareType) {
 	count := map[key]int{}
 	mem := map[key]int64{}
 	models := map[key][]string{}
+	total := 0
 	for _, r := range reqs {
 		k := key{r.CPUMilli, r.GPUs, r.GPUMilli, strings.Join(r.Models, "|")}
-		count[k]++
-		mem[k] += r.MemoryMiB
+		count[k] += r.count()
+		mem[k] += r.MemoryMiB * int64(r.count())
 		models[k] = r.Models
+		total += r.count()
 	}
 	keys := make([]key, 0, len(count))
 	for k := range count {
@@ -154,7 +165,7 @@ func typicalMix(reqs []ShareRequest) (ShareMix, []ShareType) {
 	for i, k := range keys {
 		types[i] = ShareType{CPUMilli: k.cpu, MemoryMiB: mem[k] / int64(count[k]), GPUs: k.gpus, GPUMilli: k.gpu,
 			Models: models[k], P: float64(count[k])}
-		if float64(covered) < 0.95*float64(len(reqs)) {
+		if float64(covered) < 0.95*float64(total) {
 			covered += count[k]
 			n++
 		}

@@ -382,8 +382,16 @@ func shareMix(s *State) ShareMix {
 	if !frac {
 		return nil
 	}
+	// A deployment counts once per replica it wants, but never for more
+	// replicas than the fleet could hold: the pass costs what the fleet
+	// is, not what a tenant typed (max_replicas 1e9 once made this loop,
+	// and every pass, take 1.8 s).
+	gpus := 0
+	for i := range s.Nodes {
+		gpus += s.Nodes[i].GPUs
+	}
 	var reqs []ShareRequest
-	add := func(sh model.Shape) {
+	add := func(sh model.Shape, n int) {
 		if sh.GPUs != 1 || sh.Topology != model.TopologyNode {
 			return
 		}
@@ -391,17 +399,20 @@ func shareMix(s *State) ShareMix {
 		if milli == 0 {
 			milli = 1000
 		}
-		reqs = append(reqs, ShareRequest{CPUMilli: sh.CPUMilli, MemoryMiB: sh.MemoryMiB, GPUs: 1, GPUMilli: milli, Models: sh.Models})
+		limit := 1 << 24 // an empty State (tests): only overflow to guard
+		if gpus > 0 {
+			limit = max(gpus*1000/milli, 1)
+		}
+		n = min(max(n, 1), limit)
+		reqs = append(reqs, ShareRequest{CPUMilli: sh.CPUMilli, MemoryMiB: sh.MemoryMiB, GPUs: 1, GPUMilli: milli, Models: sh.Models, Count: n})
 	}
 	for i := range s.Jobs {
 		if !s.Jobs[i].State.Terminal() {
-			add(s.Jobs[i].Shape)
+			add(s.Jobs[i].Shape, 1)
 		}
 	}
 	for i := range s.Deployments {
-		for range max(s.Deployments[i].Target(), 1) {
-			add(s.Deployments[i].ReplicaShape)
-		}
+		add(s.Deployments[i].ReplicaShape, s.Deployments[i].Target())
 	}
 	return MixOf(reqs)
 }
