@@ -46,6 +46,27 @@ func (c *Controller) write(ctx context.Context, fn func(ch *change) error) error
 
 type idempotent struct {
 	JobID string `json:"job_id"`
+	// Body fingerprints the request the key was first used with: the
+	// same key with another request is a client bug, refused, not a
+	// retry answered with the first job (which dropped the second
+	// request silently).
+	Body string `json:"body,omitempty"`
+}
+
+// IdempotencyError: an Idempotency-Key reused with a different request.
+type IdempotencyError struct{ JobID string }
+
+func (e *IdempotencyError) Error() string {
+	return fmt.Sprintf("Idempotency-Key: already used for a different request (job %s); use a new key for a new job, or resend the same request to get that job", e.JobID)
+}
+
+// fingerprint is what identifies a submitted request: the job as
+// admitted, without what the server assigns (id, times, owner, history).
+func fingerprint(j model.Job) string {
+	j.ID, j.SubmittedAt, j.QueuedAt, j.Owner, j.History = "", time.Time{}, time.Time{}, "", nil
+	b, _ := json.Marshal(j)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16])
 }
 
 // idemKey scopes an Idempotency-Key to its principal: two tenants using
@@ -61,9 +82,13 @@ func (c *Controller) SubmitJob(ctx context.Context, j model.Job, principal, key 
 	if err := c.Admit(j); err != nil {
 		return model.Job{}, false, err
 	}
+	body := fingerprint(j)
 	if key != "" {
-		if id, ok := c.idempotentJob(principal, key); ok {
-			job, found := store.Get[model.Job](c.st.Cache(), store.Jobs, id)
+		if rec, ok := c.idempotentJob(principal, key); ok {
+			if rec.Body != "" && rec.Body != body {
+				return model.Job{}, false, &IdempotencyError{JobID: rec.JobID}
+			}
+			job, found := store.Get[model.Job](c.st.Cache(), store.Jobs, rec.JobID)
 			if found {
 				return job, false, nil
 			}
@@ -75,14 +100,17 @@ func (c *Controller) SubmitJob(ctx context.Context, j model.Job, principal, key 
 	err := c.write(ctx, func(ch *change) error {
 		ch.txn.Create(store.Jobs, j.ID, j)
 		if key != "" {
-			ch.txn.Create(store.Idempotency, idemKey(principal, key), idempotent{JobID: j.ID})
+			ch.txn.Create(store.Idempotency, idemKey(principal, key), idempotent{JobID: j.ID, Body: body})
 		}
 		ch.writes++
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) && key != "" {
-		if id, ok := c.idempotentJob(principal, key); ok {
-			if job, found := store.Get[model.Job](c.st.Cache(), store.Jobs, id); found {
+		if rec, ok := c.idempotentJob(principal, key); ok {
+			if rec.Body != "" && rec.Body != body {
+				return model.Job{}, false, &IdempotencyError{JobID: rec.JobID}
+			}
+			if job, found := store.Get[model.Job](c.st.Cache(), store.Jobs, rec.JobID); found {
 				return job, false, nil
 			}
 		}
@@ -97,7 +125,7 @@ func (c *Controller) SubmitJob(ctx context.Context, j model.Job, principal, key 
 	return j, true, nil
 }
 
-func (c *Controller) idempotentJob(principal, key string) (string, bool) {
+func (c *Controller) idempotentJob(principal, key string) (idempotent, bool) {
 	var rec idempotent
 	ok := false
 	c.st.Cache().Read(func(v store.View) {
@@ -105,7 +133,7 @@ func (c *Controller) idempotentJob(principal, key string) (string, bool) {
 			ok = json.Unmarshal(e.Value, &rec) == nil
 		}
 	})
-	return rec.JobID, ok
+	return rec, ok
 }
 
 // CancelJob ends a job: pending jobs leave the queue, running ones are

@@ -56,8 +56,11 @@ func TestSubmitIdempotency(t *testing.T) {
 	if err != nil || !created || first.ID != "job-1" || first.Owner != "alice" {
 		t.Fatalf("first submit: %+v, created %v, %v", first, created, err)
 	}
-	// A retry carries the same key; the server may have minted a new id.
-	again, created, err := h.ctl.SubmitJob(h.ctx, trainingJob("job-2", 8), "alice", "key-1")
+	// A retry carries the same key and request; the server may have
+	// minted a new id.
+	retry := trainingJob("job-1", 8)
+	retry.ID = "job-2"
+	again, created, err := h.ctl.SubmitJob(h.ctx, retry, "alice", "key-1")
 	if err != nil || created || again.ID != "job-1" {
 		t.Errorf("retry: id %q, created %v, %v; want job-1, not created", again.ID, created, err)
 	}
@@ -71,5 +74,15 @@ func TestSubmitIdempotency(t *testing.T) {
 	}
 	if j, ok := store.Get[model.Job](h.st.Cache(), store.Jobs, "job-2"); ok {
 		t.Errorf("the retry created a second job: %+v", j)
+	}
+	// The same key with a different request is refused, naming the job
+	// the key belongs to: not answered with that job as if it were a retry.
+	_, created, err = h.ctl.SubmitJob(h.ctx, trainingJob("job-4", 16), "alice", "key-1")
+	var ie *IdempotencyError
+	if !errors.As(err, &ie) || ie.JobID != "job-1" || created {
+		t.Errorf("same key, different request: created %v, %v; want an IdempotencyError naming job-1", created, err)
+	}
+	if _, ok := store.Get[model.Job](h.st.Cache(), store.Jobs, "job-4"); ok {
+		t.Errorf("the mismatched request created a job")
 	}
 }

@@ -127,6 +127,14 @@ func TestAPIJobs(t *testing.T) {
 	if !other.Created || other.JobID == first.JobID {
 		t.Errorf("another team's key k-1 returned %+v: keys must be per principal", other)
 	}
+	// The same key with another body is the client's bug: 422 naming
+	// the key, nothing created (it used to answer with the first job).
+	changed := req
+	changed.GPUs = 2
+	if status, data, err := c.try(teamA, "POST", "/v1/jobs", changed, "Idempotency-Key", "k-1"); err != nil || status != 422 ||
+		!strings.Contains(string(data), `"idempotency_mismatch"`) || !strings.Contains(string(data), first.JobID) {
+		t.Errorf("same key, different body: %d %s %v; want 422 naming Idempotency-Key and %s", status, data, err, first.JobID)
+	}
 	if got := c.jobCount(); got != n+2 {
 		t.Errorf("after two submits and a retry: %d jobs, want %d", got, n+2)
 	}

@@ -28,6 +28,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var adm *sched.AdmissionError
 	var conflict *control.ConflictError
 	var quota *sched.QuotaError
+	var idem *control.IdempotencyError
 	status := http.StatusInternalServerError
 	body := api.Error{Code: "internal", Message: err.Error()}
 	switch {
@@ -42,6 +43,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, body = http.StatusForbidden, api.Error{Code: "quota", Field: "gpus", Message: quota.Message, Scope: quota.Scope}
 	case errors.As(err, &adm):
 		status, body = http.StatusBadRequest, api.Error{Code: "invalid", Field: requestField(adm.Field), Message: adm.Message}
+	case errors.As(err, &idem):
+		status, body = http.StatusUnprocessableEntity, api.Error{Code: "idempotency_mismatch", Field: "Idempotency-Key", Message: idem.Error()}
 	case errors.As(err, &conflict):
 		status, body = http.StatusConflict, api.Error{Code: "conflict", Message: conflict.Message}
 	case errors.Is(err, control.ErrNotFound):
