@@ -93,7 +93,10 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 		d.Queue, d.Alerts = own, []control.AlertRecord{}
 		deps := d.Deployments[:0]
 		for _, dep := range d.Deployments {
-			if dep.Team == team {
+			// The same rule as GET /v1/deployments/{id}: the whole
+			// scope (org/team), never the team's name alone, which
+			// another org may also use.
+			if mayDeploy(p, dep.Deployment, false) {
 				deps = append(deps, dep)
 			}
 		}

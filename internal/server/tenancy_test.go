@@ -338,3 +338,32 @@ func TestTenancyQuotaScope(t *testing.T) {
 		t.Errorf("refused submits wrote %d jobs", got-n)
 	}
 }
+
+// TestDashboardScopesDeploymentsByOrgAndTeam: two orgs each with a team
+// called alpha. The dashboard shows each token its own deployments and
+// none of the other's (it used to match the team's name alone: acme/alpha
+// saw default/alpha's deployments, env included, and not its own).
+func TestDashboardScopesDeploymentsByOrgAndTeam(t *testing.T) {
+	c := newCluster(t)
+	tokens := map[string]string{"alpha": c.token("team:alpha"), "acme/alpha": c.token("team:acme/alpha")}
+	for scope, tok := range tokens {
+		name := strings.ReplaceAll(scope, "/", "-") + "-svc"
+		c.mustJSON(tok, "POST", "/v1/deployments", api.DeploymentRequest{Name: name, Model: "m",
+			ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, MinReplicas: 0, MaxReplicas: 1, Image: "srv",
+			Env: map[string]string{"SECRET": scope}}, 201, nil)
+	}
+	for scope, tok := range tokens {
+		var d struct {
+			Deployments []api.Deployment `json:"deployments"`
+		}
+		c.mustJSON(tok, "GET", "/v1/dashboard", nil, 200, &d)
+		want := strings.ReplaceAll(scope, "/", "-") + "-svc"
+		if len(d.Deployments) != 1 || d.Deployments[0].ID != want {
+			var got []string
+			for _, x := range d.Deployments {
+				got = append(got, x.ID)
+			}
+			t.Errorf("team:%s sees deployments %v on the dashboard, want only %s", scope, got, want)
+		}
+	}
+}
