@@ -60,6 +60,13 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 	}
 	for _, r := range rep.Allocations {
 		fresh := r.CheckpointStats != nil && !seen(r.ID, r.CheckpointStats.At)
+		if st := r.CheckpointStats; fresh && st.Bytes < sched.MinSampleBytes {
+			// Not a bandwidth sample, so never in recs: it is fresh only
+			// while the job's measured size differs, or every heartbeat
+			// would load the job.
+			j, ok := ch.peekJob(ownerOf(ch, r.ID))
+			fresh = ok && j.Checkpoint != nil && j.Checkpoint.MeasuredBytes != st.Bytes
+		}
 		if !fresh && !(r.State == model.ActualExited && r.Killed) {
 			continue // the common case: nothing to look up
 		}
@@ -68,7 +75,7 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 			continue
 		}
 		if st := r.CheckpointStats; fresh {
-			if st.Bytes >= sched.MinSampleBytes { // smaller ones measure latency, and would push real samples out
+			if st.Bytes >= sched.MinSampleBytes { // smaller ones measure latency, and would push real samples out of recs
 				recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: st.Bytes,
 					Start: st.At.Add(-time.Duration(st.Seconds * float64(time.Second))), End: st.At, Complete: true}})
 			}
@@ -89,4 +96,12 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 		recs = recs[len(recs)-sched.MaxCheckpointSamples:]
 	}
 	ch.txn.Put(store.Docs, docCheckpoints, recs)
+}
+
+// ownerOf is the owner of an allocation as the change sees it, "" if none.
+func ownerOf(ch *change, alloc string) string {
+	if a := ch.alloc(alloc); a != nil {
+		return a.OwnerID
+	}
+	return ""
 }

@@ -220,11 +220,32 @@ func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint s
 	}
 }
 
+// peekJob reads a job without loading it into the change (no decode, no
+// transaction condition): for the per-heartbeat checks that almost never
+// lead to a write.
+func (ch *change) peekJob(id string) (model.Job, bool) {
+	if j, ok := ch.jobs[id]; ok && j != nil {
+		return *j, true
+	}
+	var out model.Job
+	ok := false
+	ch.c.st.Cache().Read(func(v store.View) {
+		if e, found := v.Get(store.Jobs, id); found {
+			out, ok = e.Obj.(model.Job), true
+		}
+	})
+	return out, ok
+}
+
 // recordCheckpoint keeps the checkpoint a running allocation reported as
 // its job's restore point, so whatever ends the allocation (a lost node,
 // a reboot, a quarantine, a kill at the deadline) the job goes back from
-// there and not from an older one.
+// there and not from an older one. Every heartbeat reports it; the job
+// is loaded only when it changed.
 func (ch *change) recordCheckpoint(a *model.Allocation, path string) {
+	if j, ok := ch.peekJob(a.OwnerID); !ok || j.Restore == path {
+		return
+	}
 	j := ch.job(a.OwnerID)
 	if j == nil || j.State.Terminal() || j.Restore == path {
 		return

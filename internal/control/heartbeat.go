@@ -51,6 +51,10 @@ func (c *Controller) Heartbeat(ctx context.Context, rep model.NodeReport) (model
 // report applies one node report to a change.
 func (c *Controller) report(ch *change, rep *model.NodeReport) {
 	n := ch.node(rep.NodeID)
+	why := ""
+	if n != nil {
+		why = identityChange(n, rep)
+	}
 	switch {
 	case n == nil:
 		// First contact: assume nothing runs there (R5, the safe
@@ -59,12 +63,11 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 		n = ch.newNode(model.Node{ID: rep.NodeID, Health: model.HealthHealthy, BootEpoch: rep.BootEpoch,
 			BootID: rep.BootID, NodeUUID: rep.NodeUUID})
 		c.log.Info("node joined", "node", rep.NodeID, "epoch", rep.BootEpoch)
-	case identityChange(n, rep) != "":
+	case why != "":
 		// Not the machine, or not the boot, the allocations were made
 		// on: everything on it is gone, whatever the agent believes. The
 		// jobs go back from the last checkpoint they recorded, or the one
 		// the agent found left in its state directory.
-		why := identityChange(n, rep)
 		last := map[string]string{}
 		for _, p := range rep.Previous {
 			last[p.ID] = p.Checkpoint

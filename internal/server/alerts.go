@@ -107,13 +107,22 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 // heartbeat carries it.
 func (s *Server) candidates(ctx context.Context) []string {
 	s.candMu.Lock()
+	cand, stale := s.cand, time.Since(s.candAt) > 5*time.Second && !s.candBusy
+	if stale {
+		s.candBusy = true // one heartbeat refreshes; the others answer with the last list
+	}
+	s.candMu.Unlock()
+	if !stale {
+		return cand
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	c, err := s.st.Candidates(cctx)
+	cancel()
+	s.candMu.Lock()
 	defer s.candMu.Unlock()
-	if time.Since(s.candAt) > 5*time.Second {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		if c, err := s.st.Candidates(cctx); err == nil {
-			s.cand, s.candAt = c, time.Now()
-		}
-		cancel()
+	s.candBusy = false
+	if err == nil {
+		s.cand, s.candAt = c, time.Now()
 	}
 	return s.cand
 }

@@ -31,9 +31,10 @@ type Server struct {
 	forwardTimeout time.Duration
 	disk           *diskGuard // nil with an external etcd
 	// cand caches the servers campaigning (candidates).
-	candMu sync.Mutex
-	cand   []string
-	candAt time.Time
+	candMu   sync.Mutex
+	cand     []string
+	candAt   time.Time
+	candBusy bool
 	// principals caches decoded tokens by hash (see authenticate).
 	principals sync.Map
 	proxies
