@@ -22,10 +22,10 @@ type allocRecord struct {
 }
 
 const (
-	recordFile = "alloc.json"
+	recordFile = ".berth-alloc.json"
 	// releasedFile marks an allocation whose exit the control plane has
 	// taken: a restarted agent does not report it again.
-	releasedFile = "released"
+	releasedFile = ".berth-released"
 )
 
 func writeRecord(dir string, r allocRecord) error {

@@ -24,7 +24,7 @@ var passEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 // plane learns of it in the next heartbeat. The workload runs under the
 // shim (shim.go) with its logs as files it holds, and what an agent
 // restarted in the same boot needs to adopt it is written first
-// (alloc.json, then pid).
+// (.berth-alloc.json, then pid).
 func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	dir := a.state.allocDir(d.ID)
 	p := newAlloc(d.ID, dir, d.GPUs, a.log, a.poke)

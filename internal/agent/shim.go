@@ -22,7 +22,7 @@ import (
 const shimEnv = "BERTH_AGENT_SHIM"
 
 // statusFile is where the shim writes the workload's exit status.
-const statusFile = "status"
+const statusFile = ".berth-status"
 
 // shimStatus is the shim's record of how the workload ended.
 type shimStatus struct {
