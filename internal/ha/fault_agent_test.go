@@ -302,28 +302,13 @@ func TestFaultNodeReplacedUnderSameName(t *testing.T) {
 	}
 	stopWorkloads(t, wiped)
 	c.startAgent("n1", dir, "")
-	c.eventually("every job requeued as node_replaced and running again", 30*time.Second, func() error {
-		for _, id := range jobs {
-			j, err := c.job(id)
-			if err != nil {
-				return err
-			}
-			if !slices.ContainsFunc(j.History, func(e model.Event) bool { return e.Event == "requeued" && e.Detail == "node_replaced" }) {
-				return fmt.Errorf("job %s: no node_replaced requeue in %v", j.Name, j.History)
-			}
-			if j.State != model.JobRunning || len(j.Allocations) == 0 || j.Allocations[0].ID == old[id] {
-				return fmt.Errorf("job %s %s %v", j.Name, j.State, j.Allocations)
-			}
+	c.waitRequeued(jobs, "node_replaced", func(j api.Job) error {
+		if len(j.Allocations) == 0 || j.Allocations[0].ID == old[j.ID] {
+			return fmt.Errorf("job %s still on %v", j.Name, j.Allocations)
 		}
 		return nil
 	})
-	n, err := c.node("n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ic := n.IdentityChange; ic == nil || ic.Reason != "node_replaced" || ic.Invalidated != len(jobs) {
-		t.Errorf("identity change %+v, want node_replaced invalidating %d (100%%)", ic, len(jobs))
-	}
+	c.identityChanged("n1", "node_replaced", len(jobs))
 	for j, pid := range pids {
 		if alive(pid) {
 			t.Errorf("job %s's old process %d still runs on the replaced node", j, pid)
@@ -365,29 +350,48 @@ func TestFaultNodeRebootedRequeuesFromCheckpoint(t *testing.T) {
 	ag.kill()
 	c.startAgent("n1", dir, "boot-b")
 	c.waitEpoch("n1", 2)
-	c.eventually("every job requeued as node_rebooted, with a restore point, running again", 30*time.Second, func() error {
+	c.waitRequeued(jobs, "node_rebooted", func(j api.Job) error {
+		if j.Restore == "" {
+			return fmt.Errorf("job %s requeued without its checkpoint", j.Name)
+		}
+		return nil
+	})
+	c.identityChanged("n1", "node_rebooted", len(jobs))
+}
+
+// waitRequeued waits until every job has been requeued for reason and
+// runs again, each passing check too.
+func (c *cluster) waitRequeued(jobs []string, reason string, check func(api.Job) error) {
+	c.t.Helper()
+	c.eventually("every job requeued as "+reason+" and running again", 30*time.Second, func() error {
 		for _, id := range jobs {
 			j, err := c.job(id)
 			if err != nil {
 				return err
 			}
-			if !slices.ContainsFunc(j.History, func(e model.Event) bool { return e.Event == "requeued" && e.Detail == "node_rebooted" }) {
-				return fmt.Errorf("job %s: no node_rebooted requeue in %v", j.Name, j.History)
-			}
-			if j.Restore == "" {
-				return fmt.Errorf("job %s requeued without its checkpoint", j.Name)
+			if !slices.ContainsFunc(j.History, func(e model.Event) bool { return e.Event == "requeued" && e.Detail == reason }) {
+				return fmt.Errorf("job %s: no %s requeue in %v", j.Name, reason, j.History)
 			}
 			if j.State != model.JobRunning {
 				return fmt.Errorf("job %s %s", j.Name, j.State)
 			}
+			if err := check(j); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
-	n, err := c.node("n1")
+}
+
+// identityChanged checks that the node's last identity change is reason
+// and invalidated n allocations (all it had).
+func (c *cluster) identityChanged(node, reason string, n int) {
+	c.t.Helper()
+	nd, err := c.node(node)
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	if ic := n.IdentityChange; ic == nil || ic.Reason != "node_rebooted" || ic.Invalidated != len(jobs) {
-		t.Errorf("identity change %+v, want node_rebooted invalidating %d (100%%)", ic, len(jobs))
+	if ic := nd.IdentityChange; ic == nil || ic.Reason != reason || ic.Invalidated != n {
+		c.t.Errorf("identity change %+v, want %s invalidating %d (100%%)", ic, reason, n)
 	}
 }
