@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/client"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -98,9 +100,30 @@ func (o *outFlag) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) er
 		enc.SetIndent(2)
 		return enc.Encode(generic)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	table(tw)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, escapeTable(buf.String()))
+	return err
+}
+
+// escapeTable escapes whatever a table still holds that a terminal would
+// act on (control characters, bidirectional overrides) keeping its tabs
+// and newlines: the server refuses such names now, but a table may still
+// meet one written before, and it must not rewrite the screen.
+func escapeTable(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		cells := strings.Split(l, "\t")
+		for j, c := range cells {
+			cells[j] = api.Escape(c)
+		}
+		lines[i] = strings.Join(cells, "\t")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // age is a short, squeue-like duration.
@@ -120,9 +143,11 @@ func age(since time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// dash is a table cell of text a user wrote: "-" when empty, escaped
+// (a newline or tab in it must not make a row or a column).
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return api.Escape(s)
 }

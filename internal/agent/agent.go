@@ -43,6 +43,9 @@ type Agent struct {
 	faults   []model.GPUFault // seen, not yet accepted by the control plane
 	interval time.Duration
 	gone     map[string]model.ActualAlloc // exits the control plane has released
+	// refused are the allocations of the last orders the agent could not
+	// act on, with why (sift); reported as exited until no longer listed.
+	refused map[string]string
 	prev     []model.ActualAlloc          // the earlier epoch's checkpoints, until a report is accepted
 
 	fence    atomic.Int64
@@ -157,6 +160,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.log.Warn("orders ignored", "why", err.Error())
 				break
 			}
+			a.setRefused(a.sift(&o))
 			a.accepted.Add(1)
 			a.fence.Store(o.Fence)
 			a.faults = a.faults[len(rep.Faults):]
@@ -340,13 +344,33 @@ func (a *Agent) tellJobs(f model.GPUFault) {
 // Allocations is what actually runs here, by id.
 func (a *Agent) Allocations() []model.ActualAlloc {
 	a.mu.Lock()
-	out := make([]model.ActualAlloc, 0, len(a.allocs))
+	out := make([]model.ActualAlloc, 0, len(a.allocs)+len(a.refused))
 	for _, p := range a.allocs {
 		out = append(out, p.actual())
+	}
+	for id, why := range a.refused {
+		if a.allocs[id] == nil {
+			out = append(out, model.ActualAlloc{ID: id, State: model.ActualExited, ExitCode: 126, Error: why})
+		}
 	}
 	a.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// setRefused records the allocations the last orders could not be acted
+// on for. One that already runs here is left running as it is: its
+// order went bad, not the work.
+func (a *Agent) setRefused(refused map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, why := range refused {
+		if _, known := a.refused[id]; !known {
+			a.log.Warn("allocation refused: the rest of the orders are carried out", "alloc", id, "why", why,
+				"running", a.allocs[id] != nil)
+		}
+	}
+	a.refused = refused
 }
 
 // converge makes the node match accepted orders.
@@ -354,7 +378,10 @@ func (a *Agent) converge(o model.NodeOrders) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	want := make(map[string]bool, len(o.Allocations))
+	want := make(map[string]bool, len(o.Allocations)+len(a.refused))
+	for id := range a.refused {
+		want[id] = true // refused, not unwanted: what runs keeps running
+	}
 	for _, d := range o.Allocations {
 		want[d.ID] = true
 		p := a.allocs[d.ID]

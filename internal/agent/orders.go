@@ -11,9 +11,9 @@ import (
 // idPattern is what an allocation id may be: it names a directory.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// check decides whether orders may be acted on. Any fault refuses them
-// whole: acting on part of a desired state could stop work the rest of it
-// wanted kept.
+// check decides whether orders may be acted on at all: who they are for,
+// under which fence. A fault there refuses them whole, since they may not
+// be this node's desired state.
 func (a *Agent) check(o model.NodeOrders) error {
 	switch {
 	case o.NodeID != a.cfg.NodeID:
@@ -29,30 +29,60 @@ func (a *Agent) check(o model.NodeOrders) error {
 	case o.HeartbeatInterval < 0 || o.HeartbeatInterval > 10*time.Minute:
 		return fmt.Errorf("heartbeat_interval: %v: expected 0 to 10m", o.HeartbeatInterval)
 	}
+	return nil
+}
+
+// sift takes out of orders the allocations this node cannot run as
+// given, and says why for each. One bad allocation is refused alone: the
+// rest of the node's desired state is carried out, so a single order no
+// agent could act on never stops the node converging (cancelled work
+// stopping, new work starting). A refused allocation is reported as
+// exited with code 126 and the reason until the control plane lets go
+// of it.
+func (a *Agent) sift(o *model.NodeOrders) map[string]string {
 	all := model.GPUMask(1)<<uint(len(a.inv.Devices)) - 1
 	seen := make(map[string]bool, len(o.Allocations))
+	var refused map[string]string
+	kept := o.Allocations[:0:0]
 	for i, d := range o.Allocations {
-		switch {
-		case !idPattern.MatchString(d.ID):
-			return fmt.Errorf("allocations[%d].id: %q: expected letters, digits, '.', '_' or '-'", i, d.ID)
-		case seen[d.ID]:
-			return fmt.Errorf("allocations[%d].id: %q listed twice", i, d.ID)
-		case d.GPUs == 0 || d.GPUs&^all != 0:
-			return fmt.Errorf("allocations[%d].gpu_mask: %s: expected GPUs of this node (%s)", i, d.GPUs, all)
-		case d.CPUMilli < 0 || d.MemoryMiB < 0:
-			return fmt.Errorf("allocations[%d]: negative cpu_milli or memory_mib", i)
-		case d.GPUMilli < 0 || d.GPUMilli > 999 || d.GPUMilli > 0 && d.GPUs.Count() != 1:
-			return fmt.Errorf("allocations[%d].gpu_milli: %d on %s: expected a share of 1-999 of one GPU", i, d.GPUMilli, d.GPUs)
-		}
-		switch d.OwnerKind {
-		case model.OwnerTraining, model.OwnerInference, model.OwnerBackfill:
-		default:
-			return fmt.Errorf("allocations[%d].owner_kind: %q: expected training, inference or backfill", i, d.OwnerKind)
-		}
-		if w := d.Workload; w != nil && len(w.Command) > 0 && w.Command[0] == "" {
-			return fmt.Errorf("allocations[%d].workload.command[0]: empty", i)
+		if err := checkAlloc(i, d, all, seen); err != nil {
+			if d.ID != "" && !seen[d.ID] && len(d.ID) <= 128 {
+				if refused == nil {
+					refused = map[string]string{}
+				}
+				refused[d.ID] = err.Error()
+			}
+			continue
 		}
 		seen[d.ID] = true
+		kept = append(kept, d)
+	}
+	o.Allocations = kept
+	return refused
+}
+
+func checkAlloc(i int, d model.DesiredAlloc, all model.GPUMask, seen map[string]bool) error {
+	switch {
+	case !idPattern.MatchString(d.ID):
+		return fmt.Errorf("allocations[%d].id: %q: expected letters, digits, '.', '_' or '-'", i, d.ID)
+	case seen[d.ID]:
+		return fmt.Errorf("allocations[%d].id: %q listed twice", i, d.ID)
+	case d.GPUs == 0 || d.GPUs&^all != 0:
+		return fmt.Errorf("allocations[%d].gpu_mask: %s: expected GPUs of this node (%s)", i, d.GPUs, all)
+	case d.CPUMilli < 0 || d.MemoryMiB < 0 || d.CPUMilli > model.MaxCPUMilli || d.MemoryMiB > model.MaxMemoryMiB:
+		return fmt.Errorf("allocations[%d]: cpu_milli %d, memory_mib %d: expected 0 to %d and 0 to %d", i, d.CPUMilli, d.MemoryMiB, int64(model.MaxCPUMilli), int64(model.MaxMemoryMiB))
+	case d.GPUMilli < 0 || d.GPUMilli > 999 || d.GPUMilli > 0 && d.GPUs.Count() != 1:
+		return fmt.Errorf("allocations[%d].gpu_milli: %d on %s: expected a share of 1-999 of one GPU", i, d.GPUMilli, d.GPUs)
+	}
+	switch d.OwnerKind {
+	case model.OwnerTraining, model.OwnerInference, model.OwnerBackfill:
+	default:
+		return fmt.Errorf("allocations[%d].owner_kind: %q: expected training, inference or backfill", i, d.OwnerKind)
+	}
+	if w := d.Workload; w != nil {
+		if err := w.Validate(fmt.Sprintf("allocations[%d].workload.", i)); err != nil && (len(w.Command) > 0 || w.Image != "") {
+			return err
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -140,8 +141,8 @@ func TestFenceRegressionIgnored(t *testing.T) {
 	}
 }
 
-// TestMalformedOrdersLeaveWorkAlone: every kind of broken answer is
-// refused whole and the running work is left exactly as it was.
+// TestMalformedOrdersLeaveWorkAlone: every kind of broken answer (one
+// that may not be this node's desired state at all) is refused whole and the running work is left exactly as it was.
 func TestMalformedOrdersLeaveWorkAlone(t *testing.T) {
 	f := newFleet(t)
 	tp := newTamper(t, f.listen)
@@ -165,12 +166,7 @@ func TestMalformedOrdersLeaveWorkAlone(t *testing.T) {
 		"other node":       func(o *model.NodeOrders) { o.NodeID = "n2"; o.Allocations = []model.DesiredAlloc{} },
 		"other epoch":      func(o *model.NodeOrders) { o.BootEpoch++; o.Allocations = []model.DesiredAlloc{} },
 		"no fence":         func(o *model.NodeOrders) { o.Fence = 0; o.Allocations = []model.DesiredAlloc{} },
-		"gpu off the node": func(o *model.NodeOrders) { o.Allocations[0].GPUs = 1 << 9 },
-		"bad id":           func(o *model.NodeOrders) { o.Allocations[0].ID = "../../etc" },
-		"duplicate": func(o *model.NodeOrders) {
-			o.Allocations = append(o.Allocations, o.Allocations[0])
-		},
-		"absurd interval": func(o *model.NodeOrders) { o.HeartbeatInterval = 24 * time.Hour },
+		"absurd interval":  func(o *model.NodeOrders) { o.HeartbeatInterval = 24 * time.Hour },
 	}
 	for name, fn := range cases {
 		tp.set(fn)
@@ -191,4 +187,91 @@ func TestMalformedOrdersLeaveWorkAlone(t *testing.T) {
 	if jj := f.job(j); jj.State != model.JobRunning || jj.Allocations[0].ID != alloc {
 		t.Fatalf("job %s %v after the bad answers", jj.State, jj.Allocations)
 	}
+}
+
+// TestOneBadAllocationIsRefusedAlone: an allocation no agent could run
+// (GPUs off the node, an id that is a path, a duplicate, a NUL in its
+// command) is refused alone and reported as exited with why; the rest of
+// the orders are carried out: a cancelled job stops and a new one starts
+// while the bad one is still in every answer. A running allocation whose
+// order goes bad keeps running.
+func TestOneBadAllocationIsRefusedAlone(t *testing.T) {
+	f := newFleet(t)
+	tp := newTamper(t, f.listen)
+	n1 := f.startAgent("n1", tp.addr())
+	j1 := f.submit(api.JobRequest{Name: "first", GPUs: 4}, "train", "-steps", "100000", "-step-time", "50ms")
+	a1 := f.running(n1, j1)
+	pid1 := n1.pid(t, a1)
+	bad := []model.DesiredAlloc{
+		{ID: "off-node", OwnerKind: model.OwnerTraining, OwnerID: "x", GPUs: 1 << 9},
+		{ID: "../../etc", OwnerKind: model.OwnerTraining, OwnerID: "x", GPUs: 1},
+		{ID: "nul-arg", OwnerKind: model.OwnerTraining, OwnerID: "x", GPUs: 1 << 7,
+			Workload: &model.Workload{Command: []string{"/bin/echo", "a\x00b"}}},
+	}
+	tp.orders(func(o *model.NodeOrders) {
+		for i := range o.Allocations {
+			if o.Allocations[i].ID == a1 {
+				o.Allocations = append(o.Allocations, o.Allocations[i]) // listed twice
+			}
+		}
+		o.Allocations = append(o.Allocations, bad...)
+	})
+	eventually(t, "the bad allocations reported as refused", func() error {
+		got := map[string]model.ActualAlloc{}
+		for _, a := range n1.Allocations() {
+			got[a.ID] = a
+		}
+		for _, b := range bad {
+			a, ok := got[b.ID]
+			if !ok || a.State != model.ActualExited || a.ExitCode != 126 || a.Error == "" {
+				return fmt.Errorf("%s: %+v", b.ID, a)
+			}
+		}
+		if a := got[a1]; a.State != model.ActualRunning {
+			return fmt.Errorf("%s is %s", a1, a.State)
+		}
+		return nil
+	})
+	if !alive(pid1) {
+		t.Fatalf("the running workload died")
+	}
+	// The node keeps converging: cancel the first job, start a second.
+	if _, err := f.api.CancelJob(context.Background(), j1); err != nil {
+		t.Fatal(err)
+	}
+	j2 := f.submit(api.JobRequest{Name: "second", GPUs: 2}, "train", "-steps", "100000", "-step-time", "50ms")
+	a2 := f.running(n1, j2)
+	eventually(t, "the cancelled job's workload stopped", func() error {
+		if alive(pid1) {
+			return fmt.Errorf("pid %d alive", pid1)
+		}
+		return nil
+	})
+	// A running allocation whose order goes bad is left running.
+	pid2 := n1.pid(t, a2)
+	tp.orders(func(o *model.NodeOrders) {
+		for i := range o.Allocations {
+			if o.Allocations[i].ID == a2 {
+				o.Allocations[i].GPUs = 1 << 20
+			}
+		}
+	})
+	eventually(t, "the bad order for "+a2+" reported", func() error {
+		n := 0
+		for _, a := range n1.Allocations() {
+			if a.ID == a2 && a.State == model.ActualRunning {
+				n++
+			}
+		}
+		acc, _ := n1.Counts()
+		if n != 1 || acc == 0 {
+			return fmt.Errorf("%s not running", a2)
+		}
+		return nil
+	})
+	time.Sleep(3 * hbInterval)
+	if !alive(pid2) {
+		t.Fatalf("the workload whose order went bad was stopped")
+	}
+	tp.pass()
 }

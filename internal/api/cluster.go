@@ -93,15 +93,48 @@ type TokenRequest struct {
 	// Role is admin, team:<name>, autoscaler:<deployment> or agent:<node>.
 	Role string `json:"role"`
 	Name string `json:"name,omitempty"`
+	// TTL is how long the token is valid (a duration such as 24h); empty
+	// for no expiry.
+	TTL string `json:"ttl,omitempty"`
 }
 
 // Token is the answer: the secret is shown once and stored only hashed.
+// ID is the token's immutable id, which revocation names.
 type Token struct {
-	ID        string    `json:"id"`
-	Role      string    `json:"role"`
-	Name      string    `json:"name,omitempty"`
-	Secret    string    `json:"token,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string     `json:"id"`
+	Role      string     `json:"role"`
+	Name      string     `json:"name,omitempty"`
+	Secret    string     `json:"token,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Expired is set in GET /v1/tokens for a token past its expiry.
+	Expired bool `json:"expired,omitempty"`
+	// DeploymentUID is what an autoscaler token is bound to: the
+	// deployment's immutable uid, not its reusable name.
+	DeploymentUID string `json:"deployment_uid,omitempty"`
+}
+
+// TokenList is GET /v1/tokens (admin): every token, never a secret.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// MaxTokenTTL bounds a token's lifetime (ten years).
+const MaxTokenTTL = 10 * 365 * 24 * time.Hour
+
+// Validate checks the request.
+func (r *TokenRequest) Validate() (time.Duration, error) {
+	if err := CheckText("name", r.Name, 253); err != nil {
+		return 0, err
+	}
+	ttl, err := duration("ttl", r.TTL)
+	if err != nil {
+		return 0, err
+	}
+	if r.TTL != "" && (ttl < time.Second || ttl > MaxTokenTTL) {
+		return 0, Invalid("ttl", "%q: expected 1s to %s, or leave it out for no expiry", r.TTL, MaxTokenTTL)
+	}
+	return ttl, nil
 }
 
 // Leader is GET /v1/leader.

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"strings"
+
 	"github.com/berthsched/berth/internal/model"
 )
 
@@ -34,11 +36,36 @@ type DeploymentRequest struct {
 // Deployment validates the request and builds the deployment. Its id is
 // its name: names are unique.
 func (r *DeploymentRequest) Deployment() (model.Deployment, error) {
-	if r.Name == "" {
-		return model.Deployment{}, Invalid("name", "required")
+	if err := CheckText("model", r.Model, 253); err != nil {
+		return model.Deployment{}, err
 	}
-	if !validName(r.Name) {
-		return model.Deployment{}, Invalid("name", "%q: expected lowercase letters, digits, '-', '.', '_' (at most 63)", r.Name)
+	if r.Name == "" && r.Model != "" {
+		// §3's request names only the model: the name (the id in every
+		// path) is derived from it.
+		r.Name = DeriveName(r.Model)
+		if CheckName("name", r.Name, true) != nil {
+			return model.Deployment{}, Invalid("name", "required: model %s gives no usable name; set name", Quote(r.Model))
+		}
+	}
+	if r.Name == "" {
+		return model.Deployment{}, Invalid("name", "required (or a model to derive it from)")
+	}
+	if err := CheckName("name", r.Name, true); err != nil {
+		return model.Deployment{}, err
+	}
+	if r.Team != "" {
+		if err := CheckTeam("team", r.Team); err != nil {
+			return model.Deployment{}, err
+		}
+	}
+	if err := CheckText("replica_shape.gpu_model", r.ReplicaShape.GPUModel, MaxNameLen); err != nil {
+		return model.Deployment{}, err
+	}
+	if r.MaxReplicas > MaxReplicas || r.MinReplicas > MaxReplicas {
+		return model.Deployment{}, Invalid("max_replicas", "%d: at most %d (and at most what this cluster can hold)", max(r.MaxReplicas, r.MinReplicas), MaxReplicas)
+	}
+	if r.Desired != nil && (*r.Desired < 0 || *r.Desired > MaxReplicas) {
+		return model.Deployment{}, Invalid("desired_replicas", "%d: expected 0 to %d", *r.Desired, MaxReplicas)
 	}
 	if r.ReplicaShape.Topology == "" {
 		return model.Deployment{}, Invalid("replica_shape.topology", "required: one of node, pod, any")
@@ -78,16 +105,17 @@ func (r *DeploymentRequest) Deployment() (model.Deployment, error) {
 	return d, nil
 }
 
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
+// MaxReplicas bounds replica counts before the cluster's own bound
+// (replicas × shape ≤ the fleet, checked at admission) applies.
+const MaxReplicas = 1_000_000
+
+// CheckTeam checks a team as a deployment or token names it: team, or
+// org/team.
+func CheckTeam(field, t string) *Error {
+	if strings.Count(t, "/") > 1 {
+		return Invalid(field, "%s: expected team or org/team", Quote(t))
 	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return CheckScope(field, t)
 }
 
 // ScaleRequest is PATCH /v1/deployments/{id}: the autoscaler's only verb.
@@ -100,8 +128,8 @@ func (r *ScaleRequest) Validate() error {
 	if r.Desired == nil {
 		return Invalid("desired_replicas", "required")
 	}
-	if *r.Desired < 0 {
-		return Invalid("desired_replicas", "%d: must not be negative", *r.Desired)
+	if *r.Desired < 0 || *r.Desired > MaxReplicas {
+		return Invalid("desired_replicas", "%d: expected 0 to %d (berth clamps it into [min_replicas, max_replicas])", *r.Desired, MaxReplicas)
 	}
 	return nil
 }

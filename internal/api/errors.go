@@ -5,8 +5,48 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"reflect"
 	"strings"
+	"time"
 )
+
+// jsonType names a Go type as the JSON it is read from, so that errors
+// speak of the wire format, never of berth's internal type names.
+func jsonType(t reflect.Type) string {
+	if t == reflect.TypeOf(time.Duration(0)) {
+		return "a duration string such as \"90m\""
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	}
+	return "another type"
+}
+
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // Error is the body of every error response.
 type Error struct {
@@ -71,8 +111,10 @@ func Decode(r io.Reader, v any) error {
 func decodeError(err error) *Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	var tooBig interface{ Error() string }
+	var tooBig *http.MaxBytesError
 	switch {
+	case strings.Contains(err.Error(), "exceeded max depth"):
+		return Invalid("body", "nested too deeply: berth's objects are a few levels deep")
 	case errors.Is(err, io.EOF):
 		return Invalid("", "body: expected a JSON object, got an empty body")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -84,13 +126,12 @@ func decodeError(err error) *Error {
 		if field == "" {
 			field = "body"
 		}
-		return Invalid(field, "expected %s, got JSON %s", typ.Type.String(), typ.Value)
+		return Invalid(field, "expected %s, got JSON %s", jsonType(typ.Type), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return Invalid(name, "unknown field")
-	case strings.Contains(err.Error(), "request body too large"):
-		tooBig = err
-		return Invalid("", "body: %s", tooBig.Error())
+	case errors.As(err, &tooBig):
+		return &Error{Code: "too_large", Field: "body", Message: fmt.Sprintf("larger than the limit of %d bytes (%s)", tooBig.Limit, sizeOf(tooBig.Limit))}
 	}
 	return Invalid("", "body: %s", err.Error())
 }

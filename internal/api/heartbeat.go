@@ -5,10 +5,14 @@ import "github.com/berthsched/berth/internal/model"
 // ValidateHeartbeat checks a node report before it touches the table.
 func ValidateHeartbeat(h *Heartbeat) error {
 	switch {
-	case h.NodeID == "":
-		return Invalid("node_id", "required")
-	case len(h.NodeID) > 253:
-		return Invalid("node_id", "at most 253 characters")
+	case CheckName("node_id", h.NodeID, false) != nil:
+		return CheckName("node_id", h.NodeID, false)
+	case h.Pod != "" && CheckName("pod", h.Pod, false) != nil:
+		return CheckName("pod", h.Pod, false)
+	case h.Pool != "" && CheckName("pool", h.Pool, false) != nil:
+		return CheckName("pool", h.Pool, false)
+	case CheckText("model", h.Model, MaxNameLen) != nil:
+		return CheckText("model", h.Model, MaxNameLen)
 	case h.BootEpoch == 0:
 		return Invalid("boot_epoch", "required: a counter the agent persists and increments at every boot")
 	case len(h.BootID) > 64:
@@ -21,10 +25,14 @@ func ValidateHeartbeat(h *Heartbeat) error {
 		return Invalid("gpus", "%d: expected 1 to %d", h.GPUs, model.MaxGPUsPerNode)
 	case h.Model == "":
 		return Invalid("model", "required: the GPU model, e.g. H100")
-	case h.CPUMilli < 0:
-		return Invalid("cpu_milli", "%d: must not be negative", h.CPUMilli)
-	case h.MemoryMiB < 0:
-		return Invalid("memory_mib", "%d: must not be negative", h.MemoryMiB)
+	case h.CPUMilli < 0 || h.CPUMilli > model.MaxCPUMilli:
+		return Invalid("cpu_milli", "%d: expected 0 to %d", h.CPUMilli, int64(model.MaxCPUMilli))
+	case h.MemoryMiB < 0 || h.MemoryMiB > model.MaxMemoryMiB:
+		return Invalid("memory_mib", "%d: expected 0 to %d", h.MemoryMiB, int64(model.MaxMemoryMiB))
+	case len(h.Allocations) > 4096:
+		return Invalid("allocations", "%d allocations: at most 4096", len(h.Allocations))
+	case len(h.Faults) > 4096:
+		return Invalid("faults", "%d faults: at most 4096", len(h.Faults))
 	case len(h.GPUUUIDs) > 0 && len(h.GPUUUIDs) != h.GPUs:
 		return Invalid("gpu_uuids", "%d UUIDs for %d GPUs", len(h.GPUUUIDs), h.GPUs)
 	}
@@ -57,6 +65,9 @@ func ValidateHeartbeat(h *Heartbeat) error {
 		}
 		if a.ID == "" {
 			return Invalid("allocations", "[%d].id: required", i)
+		}
+		if len(a.Error) > 4096 {
+			return Invalid("allocations", "[%d].error: %d bytes: at most 4096", i, len(a.Error))
 		}
 		switch a.State {
 		case model.ActualStarting, model.ActualRunning, model.ActualStopping, model.ActualExited:

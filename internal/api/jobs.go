@@ -42,13 +42,35 @@ type CheckpointRequest struct {
 // MaxPriority bounds priorities so aging arithmetic cannot overflow.
 const MaxPriority = 1_000_000
 
+// MaxCheckpointBytes bounds a declared checkpoint size (1 PiB): the
+// deadline arithmetic (size / bandwidth × 3) stays far from overflow.
+const MaxCheckpointBytes = 1 << 50
+
+// CheckPath checks a path a workload will use: no NUL (it cannot name a
+// file) and no unprintable characters, at most 4096 bytes.
+func CheckPath(field, p string) *Error {
+	return CheckText(field, p, 4096)
+}
+
 // Job validates the request and builds the job it asks for.
 func (r *JobRequest) Job(id string) (model.Job, error) {
-	if r.Name == "" {
-		return model.Job{}, Invalid("name", "required")
+	if err := CheckName("name", r.Name, false); err != nil {
+		return model.Job{}, err
 	}
-	if len(r.Name) > 253 {
-		return model.Job{}, Invalid("name", "at most 253 characters")
+	for _, f := range []struct{ field, v string }{{"org", r.Org}, {"team", r.Team}, {"user", r.User}} {
+		if f.v != "" {
+			if err := CheckName(f.field, f.v, true); err != nil {
+				return model.Job{}, err
+			}
+		}
+	}
+	if err := CheckText("gpu_model", r.GPUModel, MaxNameLen); err != nil {
+		return model.Job{}, err
+	}
+	if len(r.Command) == 0 && r.Image == "" {
+		// Without a workload an allocation would hold its GPUs with
+		// nothing running until cancelled.
+		return model.Job{}, Invalid("command", "set command (the program and its arguments) or image: the job needs something to run")
 	}
 	if r.GPUs < 1 {
 		return model.Job{}, Invalid("gpus", "%d: must be at least 1", r.GPUs)
@@ -76,18 +98,19 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 	if r.Team != "" && r.Org == "" {
 		j.Org = "default"
 	}
-	if len(r.Command) > 0 || r.Image != "" || len(r.Env) > 0 {
-		j.Workload = &model.Workload{Command: r.Command, Image: r.Image, Env: r.Env}
-		if err := j.Workload.Validate(""); err != nil {
-			return model.Job{}, FromFieldError(err)
-		}
+	j.Workload = &model.Workload{Command: r.Command, Image: r.Image, Env: r.Env}
+	if err := j.Workload.Validate(""); err != nil {
+		return model.Job{}, FromFieldError(err)
 	}
 	if c := r.Checkpoint; c != nil {
 		if c.Path == "" {
 			return model.Job{}, Invalid("checkpoint.path", "required when checkpoint is given")
 		}
-		if c.Bytes < 0 {
-			return model.Job{}, Invalid("checkpoint.bytes", "%d: must not be negative", c.Bytes)
+		if err := CheckPath("checkpoint.path", c.Path); err != nil {
+			return model.Job{}, err
+		}
+		if c.Bytes < 0 || c.Bytes > MaxCheckpointBytes {
+			return model.Job{}, Invalid("checkpoint.bytes", "%d: expected 0 (the measured size) to %d (1 PiB)", c.Bytes, int64(MaxCheckpointBytes))
 		}
 		iv, err := duration("checkpoint.interval", c.Interval)
 		if err != nil {

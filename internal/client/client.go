@@ -142,6 +142,23 @@ func (c *Client) Heartbeat(ctx context.Context, h api.Heartbeat) (api.Orders, er
 
 // CreateToken makes a token for a role.
 func (c *Client) CreateToken(ctx context.Context, role, name string) (api.Token, error) {
+	return c.NewToken(ctx, api.TokenRequest{Role: role, Name: name})
+}
+
+// NewToken makes a token as the request says (role, note, ttl).
+func (c *Client) NewToken(ctx context.Context, req api.TokenRequest) (api.Token, error) {
 	var out api.Token
-	return out, c.Do(ctx, http.MethodPost, "/v1/tokens", api.TokenRequest{Role: role, Name: name}, &out)
+	return out, c.Do(ctx, http.MethodPost, "/v1/tokens", req, &out)
+}
+
+// Tokens lists every token, never a secret (admin).
+func (c *Client) Tokens(ctx context.Context) (api.TokenList, error) {
+	var out api.TokenList
+	return out, c.Do(ctx, http.MethodGet, "/v1/tokens", nil, &out)
+}
+
+// RevokeToken deletes a token by id (admin).
+func (c *Client) RevokeToken(ctx context.Context, id string) (api.Token, error) {
+	var out api.Token
+	return out, c.Do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, &out)
 }

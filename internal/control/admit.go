@@ -61,3 +61,13 @@ func (c *Controller) AdmitDeployment(d model.Deployment) error {
 	}
 	return err
 }
+
+// Bound refuses a shape larger than this cluster could ever hold, citing
+// the cluster's largest node, pod or fleet; nil before any node reports.
+// The API asks it before its own field checks, so that a 200-GPU node
+// request is told this cluster's largest node, not the model's limit.
+func (c *Controller) Bound(s model.Shape, field string) error {
+	var err error
+	c.admitter(func(a *sched.Admitter) { err = a.Bound(&s, field) })
+	return err
+}

@@ -123,6 +123,11 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 			// workload's own exit, and not a preemption.
 			ch.gone(a, "agent_shutdown", r.ExitCode, r.Checkpoint)
 		case r.State == model.ActualExited:
+			if r.Error != "" && a.OwnerKind != model.OwnerInference {
+				if j := ch.job(a.OwnerID); j != nil {
+					j.Record(ch.now, "agent_refused", a.ID+" on "+a.NodeID+": "+r.Error)
+				}
+			}
 			ch.gone(a, "exited", r.ExitCode, r.Checkpoint)
 		case r.Checkpoint != "" && a.OwnerKind != model.OwnerInference:
 			ch.recordCheckpoint(a, r.Checkpoint)

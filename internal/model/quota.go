@@ -16,6 +16,10 @@ type Quota struct {
 	MaxGPUs int `json:"max_gpus,omitempty"`
 }
 
+// MaxQuotaGPUs bounds a quota far above any fleet and far below where
+// the quota arithmetic could overflow.
+const MaxQuotaGPUs = 100_000_000
+
 // Validate checks the quota's fields.
 func (q *Quota) Validate() error {
 	parts := strings.Split(q.Scope, "/")
@@ -27,8 +31,11 @@ func (q *Quota) Validate() error {
 			return fmt.Errorf("scope: %q has an empty part", q.Scope)
 		}
 	}
-	if q.GuaranteedGPUs < 0 {
-		return fmt.Errorf("guaranteed_gpus: %d must not be negative", q.GuaranteedGPUs)
+	if q.GuaranteedGPUs < 0 || q.GuaranteedGPUs > MaxQuotaGPUs {
+		return fmt.Errorf("guaranteed_gpus: %d: expected 0 to %d", q.GuaranteedGPUs, MaxQuotaGPUs)
+	}
+	if q.MaxGPUs > MaxQuotaGPUs {
+		return fmt.Errorf("max_gpus: %d: expected 0 (no cap) to %d", q.MaxGPUs, MaxQuotaGPUs)
 	}
 	if q.MaxGPUs < 0 || (q.MaxGPUs > 0 && q.MaxGPUs < q.GuaranteedGPUs) {
 		return fmt.Errorf("max_gpus: %d must be 0 (no cap) or at least guaranteed_gpus (%d)", q.MaxGPUs, q.GuaranteedGPUs)

@@ -76,6 +76,10 @@ type ActualAlloc struct {
 	// Ready says an inference replica's readiness check passes (R4); for
 	// work without a check, that its process runs.
 	Ready bool `json:"ready,omitempty"`
+	// Error says why the agent refused the allocation rather than run it
+	// (an order it could not act on); the allocation is then exited with
+	// code 126, and the rest of the node's orders are carried out.
+	Error string `json:"error,omitempty"`
 }
 
 // CheckpointStats is what a workload reports of one checkpoint it wrote:

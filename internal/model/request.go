@@ -224,7 +224,12 @@ func (j *Job) Request() Request {
 // Deployment is an inference service: replicas of one shape, scaled by a
 // single desired count inside a [Min, Max] band (§3).
 type Deployment struct {
-	ID           string `json:"id"`
+	ID string `json:"id"`
+	// UID is made at creation and never reused: a deployment deleted
+	// and created again under the same name (the id) has a new one, so
+	// what was bound to the old one (an autoscaler token) is not
+	// inherited by the new.
+	UID          string `json:"uid,omitempty"`
 	Model        string `json:"model,omitempty"` // the served model, not the GPU model
 	ReplicaShape Shape  `json:"replica_shape"`
 	MinReplicas  int    `json:"min_replicas"`

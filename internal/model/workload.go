@@ -48,15 +48,54 @@ func (w *Workload) Validate(prefix string) error {
 	if w.Image == "" && len(w.Command) == 0 {
 		return fmt.Errorf("%scommand: set command or image", prefix)
 	}
-	for k := range w.Env {
-		if k == "" {
-			return fmt.Errorf("%senv: variable names must not be empty", prefix)
+	if len(w.Command) > 0 && w.Command[0] == "" {
+		return fmt.Errorf("%scommand: the program (its first element) must not be empty", prefix)
+	}
+	if len(w.Command) > MaxArgs {
+		return fmt.Errorf("%scommand: %d arguments: at most %d", prefix, len(w.Command), MaxArgs)
+	}
+	for i, a := range w.Command {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("%scommand[%d]: contains a NUL byte, which no program argument can hold", prefix, i)
+		}
+	}
+	if len(w.Image) > 512 || strings.ContainsFunc(w.Image, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("%simage: %q: expected an image reference (registry/name:tag, at most 512 characters, no spaces or control characters)", prefix, w.Image)
+	}
+	if len(w.Env) > MaxEnv {
+		return fmt.Errorf("%senv: %d variables: at most %d", prefix, len(w.Env), MaxEnv)
+	}
+	for k, v := range w.Env {
+		if !envName(k) {
+			return fmt.Errorf("%senv: %q: expected a variable name (letters, digits and '_', not beginning with a digit, at most 255)", prefix, k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%senv.%s: contains a NUL byte, which no environment value can hold", prefix, k)
 		}
 	}
 	if w.Readiness != nil {
 		return w.Readiness.Validate(prefix)
 	}
 	return nil
+}
+
+// MaxArgs and MaxEnv bound a workload's command and environment.
+const (
+	MaxArgs = 4096
+	MaxEnv  = 1024
+)
+
+func envName(k string) bool {
+	if k == "" || len(k) > 255 || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // Event is one step of a job's lifecycle, for `job show`.

@@ -27,16 +27,50 @@ type Admitter struct {
 	cfg    Config
 	ix     *Index
 	quotas *quotaBook
+	// The largest node and pod and the whole fleet, in GPUs: what any
+	// shape is bounded by before the pools and models are looked at.
+	node, pod, fleet int
 }
 
 // NewAdmitter builds the admission view of a state's nodes and quotas.
 func NewAdmitter(s State) *Admitter {
 	cfg := s.Config.withDefaults()
-	return &Admitter{cfg: cfg, ix: NewIndex(allSchedulable(s.Nodes), nil, cfg), quotas: newQuotaBook(s.Quotas)}
+	a := &Admitter{cfg: cfg, ix: NewIndex(allSchedulable(s.Nodes), nil, cfg), quotas: newQuotaBook(s.Quotas)}
+	pods := map[string]int{}
+	for _, n := range s.Nodes {
+		a.node = max(a.node, n.GPUs)
+		a.fleet += n.GPUs
+		pods[n.Pod] += n.GPUs
+	}
+	for _, g := range pods {
+		a.pod = max(a.pod, g)
+	}
+	return a
+}
+
+// Bound refuses a shape larger than this cluster could ever hold, citing
+// the cluster's own largest node, pod or fleet (not the model's static
+// limits, which are far larger).
+func (a *Admitter) Bound(s *model.Shape, field string) error {
+	if len(a.ix.nodes) == 0 || s.GPUs < 1 {
+		return nil
+	}
+	switch {
+	case s.Topology == model.TopologyNode && s.GPUs > a.node:
+		return &AdmissionError{Field: field, Message: fmt.Sprintf("%d: can never be placed on this cluster: topology node needs them in one node; the largest node has %d GPUs", s.GPUs, a.node)}
+	case s.Topology == model.TopologyPod && s.GPUs > a.pod:
+		return &AdmissionError{Field: field, Message: fmt.Sprintf("%d: can never be placed on this cluster: topology pod needs them under one leaf switch; the largest pod has %d GPUs", s.GPUs, a.pod)}
+	case s.GPUs > a.fleet:
+		return &AdmissionError{Field: field, Message: fmt.Sprintf("%d: can never be placed on this cluster: it has %d GPUs", s.GPUs, a.fleet)}
+	}
+	return nil
 }
 
 // Admit is the package-level Admit on the admitter's state.
 func (a *Admitter) Admit(j model.Job) error {
+	if err := a.Bound(&j.Shape, "shape.gpus"); err != nil {
+		return err
+	}
 	if err := j.Validate(); err != nil {
 		return fieldError(err)
 	}
@@ -62,8 +96,22 @@ func (a *Admitter) Admit(j model.Job) error {
 // AdmitDeployment is the package-level AdmitDeployment on the admitter's
 // state.
 func (a *Admitter) AdmitDeployment(d model.Deployment) error {
+	if err := a.Bound(&d.ReplicaShape, "replica_shape.gpus"); err != nil {
+		return err
+	}
 	if err := d.Validate(); err != nil {
 		return fieldError(err)
+	}
+	if len(a.ix.nodes) > 0 {
+		// Replicas × shape ≤ the fleet: a count no cluster this size
+		// could run is refused, not carried through every pass.
+		per := int64(d.ReplicaShape.GPUs) * 1000
+		if d.ReplicaShape.GPUMilli > 0 {
+			per = int64(d.ReplicaShape.GPUMilli)
+		}
+		if most := int64(a.fleet) * 1000 / per; int64(d.MaxReplicas) > most || int64(d.MinReplicas) > most {
+			return &AdmissionError{Field: "max_replicas", Message: fmt.Sprintf("%d replicas: this cluster's %d GPUs hold at most %d replicas of this shape", max(d.MaxReplicas, d.MinReplicas), a.fleet, most)}
+		}
 	}
 	req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID}
 	if _, why := a.ix.Place(&req, a.cfg.Pools); why != nil && why.Code == ReasonInfeasible {

@@ -85,6 +85,11 @@ func (ix *Index) explain(req *model.Request, routes []route, pools Pools) *Reaso
 				Message: fmt.Sprintf("needs %d GPUs; the cluster%s has %d", k, where, total)}
 		}
 	}
+	if req.Topology != model.TopologyNode {
+		if why := spreadInfeasible(req, groups, where); why != nil {
+			return why
+		}
+	}
 	// It could: say what is free now.
 	bestN, bestNode, bestP, bestPod, bestA := 0, -1, 0, "", 0
 	for _, g := range groups {
@@ -128,11 +133,74 @@ func (ix *Index) explain(req *model.Request, routes []route, pools Pools) *Reaso
 	}
 	if r.BestGPUs >= k {
 		// GPUs are there; cpu, memory or the whole-node rule are not.
-		r.Constraint = "cpu_milli"
+		r.Constraint = lacking(req, groups)
 		r.Message = fmt.Sprintf("needs %d GPUs (%s) with %d cpu_milli and %d memory_mib%s; enough GPUs are free but not with that cpu and memory beside them",
 			k, req.Topology, req.CPUMilli, req.MemoryMiB, where)
 	}
 	return r
+}
+
+// spreadInfeasible is the cpu and memory test for a shape that may span
+// nodes: each node carries the cpu and memory of the GPUs it gives
+// (share), so a node gives at most as many GPUs as its cpu and memory
+// carry. Summed over the cluster (or the best pod), emptied out and with
+// every node as large as its group's largest, fewer than the shape's
+// GPUs means it can never be placed.
+func spreadInfeasible(req *model.Request, groups []*group, where string) *Reason {
+	k := req.GPUs
+	usable := func(g *group, total, limit int64) int {
+		n := g.size
+		for n > 0 && share(total, n, k) > limit {
+			n--
+		}
+		return n
+	}
+	var byCPU, byMem, bestCPU, bestMem int
+	for _, g := range groups {
+		uc, um := usable(g, req.CPUMilli, g.maxCPU), usable(g, req.MemoryMiB, g.maxMem)
+		if req.Topology == model.TopologyPod {
+			for _, p := range g.pods {
+				nodes := p.gpus / max(g.size, 1)
+				bestCPU, bestMem = max(bestCPU, nodes*uc), max(bestMem, nodes*um)
+			}
+			continue
+		}
+		nodes := g.capacity / max(g.size, 1)
+		byCPU += nodes * uc
+		byMem += nodes * um
+	}
+	scope := "the cluster"
+	if req.Topology == model.TopologyPod {
+		byCPU, byMem, scope = bestCPU, bestMem, "the largest pod"
+	}
+	switch {
+	case byCPU < k:
+		return &Reason{Code: ReasonInfeasible, Constraint: "cpu_milli", BestGPUs: byCPU,
+			Message: fmt.Sprintf("needs %d cpu_milli beside %d GPUs (%s); %s%s can carry that cpu beside only %d of them", req.CPUMilli, k, req.Topology, scope, where, byCPU)}
+	case byMem < k:
+		return &Reason{Code: ReasonInfeasible, Constraint: "memory_mib", BestGPUs: byMem,
+			Message: fmt.Sprintf("needs %d memory_mib beside %d GPUs (%s); %s%s can carry that memory beside only %d of them", req.MemoryMiB, k, req.Topology, scope, where, byMem)}
+	}
+	return nil
+}
+
+// lacking names which of cpu and memory a shape asks more of, as a share
+// of what the largest nodes hold: the one a reason should name when
+// enough GPUs are free but not with their cpu and memory.
+func lacking(req *model.Request, groups []*group) string {
+	var cpu, mem float64
+	for _, g := range groups {
+		if g.maxCPU > 0 {
+			cpu = max(cpu, float64(req.CPUMilli)/float64(g.maxCPU))
+		}
+		if g.maxMem > 0 {
+			mem = max(mem, float64(req.MemoryMiB)/float64(g.maxMem))
+		}
+	}
+	if mem > cpu {
+		return "memory_mib"
+	}
+	return "cpu_milli"
 }
 
 // where names the pools and models a reason speaks of.

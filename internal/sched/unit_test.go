@@ -178,7 +178,7 @@ func TestSizePools(t *testing.T) {
 }
 
 func TestAdmitDeployment(t *testing.T) {
-	s := State{Nodes: []model.Node{{ID: "a", Pod: "p", Model: "H100", GPUs: 8}}}
+	s := State{Nodes: []model.Node{{ID: "a", Pod: "p", Model: "H100", GPUs: 8}, {ID: "b", Pod: "p", Model: "H100", GPUs: 8}}}
 	ok := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 2}
 	if err := AdmitDeployment(s, ok); err != nil {
 		t.Fatalf("valid deployment refused: %v", err)
@@ -187,7 +187,13 @@ func TestAdmitDeployment(t *testing.T) {
 		mutate func(*model.Deployment)
 		field  string
 	}{
-		{func(d *model.Deployment) { d.ReplicaShape.GPUs = 16 }, "replica_shape"},
+		{func(d *model.Deployment) { d.ReplicaShape.GPUs = 16 }, "replica_shape.gpus"},
+		{func(d *model.Deployment) { d.ReplicaShape.GPUs = 4; d.ReplicaShape.Models = []string{"B200"} }, "replica_shape"},
+		{func(d *model.Deployment) { d.MaxReplicas = 3 }, "max_replicas"},
+		{func(d *model.Deployment) { d.ReplicaShape.GPUs, d.MaxReplicas = 1, 17 }, "max_replicas"},
+		{func(d *model.Deployment) {
+			d.ReplicaShape.GPUs, d.ReplicaShape.GPUMilli, d.MaxReplicas = 1, 100, 161
+		}, "max_replicas"},
 		{func(d *model.Deployment) { d.MaxReplicas = 0 }, "max_replicas"},
 		{func(d *model.Deployment) { d.ReplicaShape.Topology = "rack" }, "replica_shape.topology"},
 		{func(d *model.Deployment) { d.ID = "" }, "id"},

@@ -70,12 +70,30 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.CreateToken(r.Context(), req.Role, req.Name)
+	t, err := s.CreateToken(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, t)
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.admin(w, r); ok {
+		writeJSON(w, 200, api.TokenList{Tokens: s.Tokens()})
+	}
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.admin(w, r); !ok {
+		return
+	}
+	t, err := s.RevokeToken(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, t)
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {

@@ -436,8 +436,8 @@ func TestAPIClusterNodesAndDocs(t *testing.T) {
 
 	// Tokens.
 	var tok api.Token
-	c.mustJSON(c.admin, "POST", "/v1/tokens", api.TokenRequest{Role: "autoscaler:chat"}, 201, &tok)
-	if tok.Secret == "" || tok.Role != "autoscaler:chat" {
+	c.mustJSON(c.admin, "POST", "/v1/tokens", api.TokenRequest{Role: "team:chat"}, 201, &tok)
+	if tok.Secret == "" || tok.Role != "team:chat" {
 		t.Errorf("token: %+v", tok)
 	}
 	for _, role := range []string{"", "root", "team:", "admin:x", "agent"} {

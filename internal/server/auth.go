@@ -6,12 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/store"
 )
 
@@ -26,10 +30,20 @@ const (
 // tokenRecord is a token as the table keeps it: never the secret, only
 // its hash (the key).
 type tokenRecord struct {
-	ID        string    `json:"id"`
-	Role      string    `json:"role"`
-	Name      string    `json:"name,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string     `json:"id"`
+	Role      string     `json:"role"`
+	Name      string     `json:"name,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// DeploymentUID binds an autoscaler token to one deployment's
+	// immutable uid: a deployment made later under the same name is not
+	// the one the token was given for.
+	DeploymentUID string `json:"deployment_uid,omitempty"`
+}
+
+func (t *tokenRecord) view(now time.Time) api.Token {
+	return api.Token{ID: t.ID, Role: t.Role, Name: t.Name, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt,
+		Expired: t.ExpiresAt != nil && !now.Before(*t.ExpiresAt), DeploymentUID: t.DeploymentUID}
 }
 
 // Principal is who a request comes from.
@@ -37,6 +51,9 @@ type Principal struct {
 	TokenID string
 	Kind    string // admin, team, autoscaler, agent
 	Scope   string // the team, deployment or node; empty for admin
+	// DeploymentUID is the deployment an autoscaler token is bound to.
+	DeploymentUID string
+	expires       *time.Time
 }
 
 func (p Principal) String() string {
@@ -66,13 +83,23 @@ func (p Principal) Role() string {
 // ParseRole checks a role string.
 func ParseRole(role string) (kind, scope string, err error) {
 	kind, scope, _ = strings.Cut(role, ":")
+	var bad *api.Error
 	switch {
 	case kind == RoleAdmin && scope == "":
 		return kind, "", nil
-	case (kind == RoleTeam || kind == RoleAutoscaler || kind == RoleAgent) && scope != "":
-		return kind, scope, nil
+	case kind == RoleTeam && scope != "":
+		bad = api.CheckTeam("role", scope)
+	case kind == RoleAutoscaler && scope != "":
+		bad = api.CheckName("role", scope, true)
+	case kind == RoleAgent && scope != "":
+		bad = api.CheckName("role", scope, false)
+	default:
+		return "", "", api.Invalid("role", "%s: expected admin, team:<name>, team:<org>/<team>, autoscaler:<deployment> or agent:<node>", api.Quote(role))
 	}
-	return "", "", api.Invalid("role", "%q: expected admin, team:<name>, autoscaler:<deployment> or agent:<node>", role)
+	if bad != nil {
+		return "", "", api.Invalid("role", "%s: the scope after %s: is not a name: %s", api.Quote(role), kind, bad.Message)
+	}
+	return kind, scope, nil
 }
 
 func hashToken(secret string) string {
@@ -88,36 +115,44 @@ func newSecret() (string, string) {
 	return "berth_" + hex.EncodeToString(b[:]), "t-" + hex.EncodeToString(id[:])
 }
 
-// authenticate resolves the bearer token, or nil.
-func (s *Server) authenticate(r *http.Request) *Principal {
+// authenticate resolves the bearer token, or says why it cannot. A
+// revoked token is gone from the table, which every server's cache
+// follows; an expired one is refused from the second it expires.
+func (s *Server) authenticate(r *http.Request) (*Principal, string) {
+	const unknown = "missing or unknown bearer token: send Authorization: Bearer <token> (berth token create, or the admin token berth server printed at first start)"
 	// The scheme name is case-insensitive (RFC 9110 §11.1).
 	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
-		return nil
+		return nil, unknown
 	}
 	hash := hashToken(secret)
 	var e store.Entry
 	found := false
 	s.st.Cache().Read(func(v store.View) { e, found = v.Get(store.Tokens, hash) })
 	if !found {
-		return nil
+		return nil, unknown
 	}
 	// Decoded principals are kept per token revision: agents send
 	// thousands of heartbeats a second with the same token.
+	var p *Principal
 	if c, ok := s.principals.Load(hash); ok && c.(cachedPrincipal).rev == e.ModRev {
-		return c.(cachedPrincipal).p
+		p = c.(cachedPrincipal).p
+	} else {
+		var rec tokenRecord
+		if json.Unmarshal(e.Value, &rec) != nil {
+			return nil, unknown
+		}
+		kind, scope, err := ParseRole(rec.Role)
+		if err != nil {
+			return nil, unknown
+		}
+		p = &Principal{TokenID: rec.ID, Kind: kind, Scope: scope, DeploymentUID: rec.DeploymentUID, expires: rec.ExpiresAt}
+		s.principals.Store(hash, cachedPrincipal{rev: e.ModRev, p: p})
 	}
-	var rec tokenRecord
-	if json.Unmarshal(e.Value, &rec) != nil {
-		return nil
+	if p.expires != nil && !time.Now().Before(*p.expires) {
+		return nil, fmt.Sprintf("token %s expired at %s: ask an admin for a new one (berth token create --ttl)", p.TokenID, p.expires.Format(time.RFC3339))
 	}
-	kind, scope, err := ParseRole(rec.Role)
-	if err != nil {
-		return nil
-	}
-	p := &Principal{TokenID: rec.ID, Kind: kind, Scope: scope}
-	s.principals.Store(hash, cachedPrincipal{rev: e.ModRev, p: p})
-	return p
+	return p, ""
 }
 
 type cachedPrincipal struct {
@@ -139,9 +174,15 @@ func forbidden(p *Principal, need string) *api.Error {
 }
 
 // CreateToken makes a token for a role and returns its secret, which is
-// not stored.
-func (s *Server) CreateToken(ctx context.Context, role, name string) (api.Token, error) {
-	if _, _, err := ParseRole(role); err != nil {
+// not stored. An autoscaler token is bound to the deployment as it is
+// now (its uid), so the deployment must exist.
+func (s *Server) CreateToken(ctx context.Context, req api.TokenRequest) (api.Token, error) {
+	kind, scope, err := ParseRole(req.Role)
+	if err != nil {
+		return api.Token{}, err
+	}
+	ttl, err := req.Validate()
+	if err != nil {
 		return api.Token{}, err
 	}
 	w, err := s.ctl.Writer()
@@ -149,11 +190,91 @@ func (s *Server) CreateToken(ctx context.Context, role, name string) (api.Token,
 		return api.Token{}, err
 	}
 	secret, id := newSecret()
-	rec := tokenRecord{ID: id, Role: role, Name: name, CreatedAt: time.Now().UTC()}
-	if _, err := w.Commit(ctx, w.Txn().Create(store.Tokens, hashToken(secret), rec)); err != nil {
+	now := time.Now().UTC()
+	rec := tokenRecord{ID: id, Role: req.Role, Name: req.Name, CreatedAt: now}
+	if ttl > 0 {
+		t := now.Add(ttl)
+		rec.ExpiresAt = &t
+	}
+	txn := w.Txn()
+	if kind == RoleAutoscaler {
+		var e store.Entry
+		ok := false
+		s.st.Cache().Read(func(v store.View) { e, ok = v.Get(store.Deployments, scope) })
+		if !ok {
+			return api.Token{}, api.Invalid("role", "%s: no deployment %s: an autoscaler token is bound to a deployment that exists (create it first)", api.Quote(req.Role), scope)
+		}
+		rec.DeploymentUID = e.Obj.(model.Deployment).UID
+		// The deployment must still be that one when the token lands.
+		txn.Unchanged(store.Deployments, scope, e.ModRev)
+	}
+	if _, err := w.Commit(ctx, txn.Create(store.Tokens, hashToken(secret), rec)); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return api.Token{}, &control.ConflictError{Message: "deployment " + scope + " changed while the token was made; try again"}
+		}
 		return api.Token{}, err
 	}
-	return api.Token{ID: id, Role: role, Name: name, Secret: secret, CreatedAt: rec.CreatedAt}, nil
+	out := rec.view(now)
+	out.Secret = secret
+	return out, nil
+}
+
+// Tokens lists every token (never a secret), oldest first.
+func (s *Server) Tokens() []api.Token {
+	var out []api.Token
+	now := time.Now()
+	s.st.Cache().Read(func(v store.View) {
+		v.Each(store.Tokens, func(_ string, e store.Entry) {
+			var rec tokenRecord
+			if json.Unmarshal(e.Value, &rec) == nil {
+				out = append(out, rec.view(now))
+			}
+		})
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// RevokeToken deletes a token by its id. The last admin token that has
+// not expired cannot be revoked: nothing could then make another.
+func (s *Server) RevokeToken(ctx context.Context, id string) (api.Token, error) {
+	var key string
+	var rec tokenRecord
+	admins := 0
+	now := time.Now()
+	s.st.Cache().Read(func(v store.View) {
+		v.Each(store.Tokens, func(k string, e store.Entry) {
+			var t tokenRecord
+			if json.Unmarshal(e.Value, &t) != nil {
+				return
+			}
+			if t.Role == RoleAdmin && !t.view(now).Expired {
+				admins++
+			}
+			if t.ID == id {
+				key, rec = k, t
+			}
+		})
+	})
+	if key == "" {
+		return api.Token{}, control.ErrNotFound
+	}
+	if rec.Role == RoleAdmin && admins <= 1 && !rec.view(now).Expired {
+		return api.Token{}, &control.ConflictError{Message: "token " + id + " is the last admin token: create another admin token before revoking it"}
+	}
+	w, err := s.ctl.Writer()
+	if err != nil {
+		return api.Token{}, err
+	}
+	if _, err := w.Commit(ctx, w.Txn().Delete(store.Tokens, key)); err != nil {
+		return api.Token{}, err
+	}
+	return rec.view(now), nil
 }
 
 // bootstrap creates the first admin token when the table has none. The

@@ -204,12 +204,13 @@ func (s *Server) listQuotas(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getQuota(w http.ResponseWriter, r *http.Request) {
 	p := principal(r.Context())
 	scope := r.PathValue("scope")
-	if !mayReadQuota(p, scope) {
-		s.fail(w, r, forbidden(p, "role admin or the team the scope names"))
+	if !mayReadFleet(p) {
+		s.fail(w, r, forbidden(p, "role admin or team:<name>"))
 		return
 	}
 	q, ok := store.Get[model.Quota](s.st.Cache(), store.Quotas, scope)
-	if !ok {
+	if !ok || !mayReadQuota(p, scope) {
+		// Another team's scope answers as one that does not exist.
 		s.fail(w, r, control.ErrNotFound)
 		return
 	}
@@ -228,6 +229,10 @@ func (s *Server) putQuota(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := model.Quota{Scope: r.PathValue("scope"), GuaranteedGPUs: req.GuaranteedGPUs, MaxGPUs: req.MaxGPUs}
+	if err := api.CheckScope("scope", q.Scope); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if err := q.Validate(); err != nil {
 		s.fail(w, r, api.FromFieldError(err))
 		return

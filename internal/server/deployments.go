@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
@@ -49,17 +50,29 @@ func (s *Server) deploymentView(d model.Deployment) api.Deployment {
 }
 
 // mayDeploy: admin and the owning team manage; the deployment's
-// autoscaler reads and scales it.
+// autoscaler reads and scales it: the deployment its token was made for
+// (the same uid), not a later one of the same name.
 func mayDeploy(p *Principal, d model.Deployment, scale bool) bool {
 	switch p.Kind {
 	case RoleAdmin:
 		return true
 	case RoleTeam:
-		return p.Scope == d.Team
+		return sameTeam(p.Scope, d.Team)
 	case RoleAutoscaler:
-		return p.Scope == d.ID && scale
+		return p.Scope == d.ID && p.DeploymentUID == d.UID && scale
 	}
 	return false
+}
+
+// sameTeam compares team scopes, "team" being "default/team".
+func sameTeam(a, b string) bool {
+	norm := func(s string) string {
+		if !strings.Contains(s, "/") {
+			return "default/" + s
+		}
+		return s
+	}
+	return a != "" && b != "" && norm(a) == norm(b)
 }
 
 func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
@@ -74,17 +87,24 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.Kind == RoleTeam {
-		if req.Team != "" && req.Team != p.Scope {
+		if req.Team != "" && !sameTeam(req.Team, p.Scope) {
 			s.fail(w, r, forbidden(p, "team:"+req.Team))
 			return
 		}
 		req.Team = p.Scope
+	}
+	rs := req.ReplicaShape
+	if err := s.ctl.Bound(model.Shape{GPUs: rs.GPUs, Topology: model.Topology(rs.Topology)}, "replica_shape.gpus"); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	d, err := req.Deployment()
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	_, uid := newSecret()
+	d.UID = "d-" + uid[2:]
 	out, err := s.ctl.CreateDeployment(r.Context(), d)
 	if err != nil {
 		s.fail(w, r, err)
@@ -116,12 +136,12 @@ func (s *Server) ownedDeployment(w http.ResponseWriter, r *http.Request, scale b
 	p := principal(r.Context())
 	d, ok := store.Get[model.Deployment](s.st.Cache(), store.Deployments, r.PathValue("id"))
 	switch {
-	case !ok && (p.Kind == RoleAdmin || p.Kind == RoleTeam || p.Kind == RoleAutoscaler && p.Scope == r.PathValue("id")):
+	case !ok || !mayDeploy(p, d, true):
+		// Another team's deployment answers as one that does not
+		// exist: a 403 would confirm the name is taken.
 		s.fail(w, r, control.ErrNotFound)
-	case !ok:
-		s.fail(w, r, forbidden(p, "the deployment's team or autoscaler"))
 	case !mayDeploy(p, d, scale):
-		s.fail(w, r, forbidden(p, "team:"+d.Team+" or autoscaler:"+d.ID))
+		s.fail(w, r, forbidden(p, "team:"+d.Team))
 	default:
 		return d, true
 	}

@@ -33,6 +33,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Org, req.Team = org, team
 	}
+	if err := s.ctl.Bound(model.Shape{GPUs: req.GPUs, Topology: model.Topology(req.Topology)}, "gpus"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	now := time.Now()
 	j, err := req.Job(newJobID(now))
 	if err != nil {
@@ -223,10 +227,10 @@ func (s *Server) ownedJob(w http.ResponseWriter, r *http.Request) (model.Job, bo
 	switch {
 	case p.Kind != RoleAdmin && p.Kind != RoleTeam:
 		s.fail(w, r, forbidden(p, "role admin or team:<name>"))
-	case !ok:
+	case !ok, !mayRead(p, j.Org, j.Team):
+		// Another team's job answers as one that does not exist: a 403
+		// would confirm the id.
 		s.fail(w, r, control.ErrNotFound)
-	case !mayRead(p, j.Org, j.Team):
-		s.fail(w, r, forbidden(p, "team:"+j.Team))
 	default:
 		return j, true
 	}

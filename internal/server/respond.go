@@ -35,7 +35,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ae):
 		body = *ae
 		status = map[string]int{"invalid": 400, "unauthorized": 401, "forbidden": 403, "quota": 403,
-			"not_found": 404, "conflict": 409, "not_leader": 503, "unavailable": 503}[ae.Code]
+			"not_found": 404, "method_not_allowed": 405, "conflict": 409, "too_large": 413, "not_leader": 503, "unavailable": 503}[ae.Code]
 		if status == 0 {
 			status = 500
 		}
@@ -48,7 +48,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &conflict):
 		status, body = http.StatusConflict, api.Error{Code: "conflict", Message: conflict.Message}
 	case errors.Is(err, control.ErrNotFound):
-		status, body = http.StatusNotFound, api.Error{Code: "not_found", Message: "not found: " + r.URL.Path}
+		status, body = http.StatusNotFound, api.Error{Code: "not_found", Message: "not found: " + api.Escape(r.URL.Path)}
 	case store.Unavailable(err):
 		status, body = http.StatusServiceUnavailable, *unavailable(err).(*api.Error)
 	case errors.Is(err, control.ErrNotLeader), errors.Is(err, store.ErrFenced):

@@ -85,8 +85,49 @@ func New(st *store.Store, ctl *control.Controller, reg *prometheus.Registry, m *
 	return s
 }
 
-// Handler is the whole HTTP surface.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the whole HTTP surface. What no route matches (404, or 405
+// for a path whose method is wrong) gets the same JSON error body as
+// every other failure, not the mux's plain text.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := s.mux.Handler(r); pattern != "" {
+			s.mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &headerOnly{h: http.Header{}}
+		s.mux.ServeHTTP(rec, r) // learns the status and Allow header only
+		body := api.Error{Code: "not_found", Message: "no such endpoint: " + r.Method + " " + api.Escape(r.URL.Path) + " (GET /v1/openapi.json lists them)"}
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.h.Get("Allow"))
+			body = api.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + api.Escape(r.URL.Path) + "; allowed: " + rec.h.Get("Allow")}
+		} else if rec.status != http.StatusNotFound {
+			// A redirect (a path cleaned, a trailing slash): the mux's
+			// own answer is right.
+			s.mux.ServeHTTP(w, r)
+			return
+		}
+		writeJSON(w, rec.status, api.ErrorBody{Error: body})
+	})
+}
+
+// headerOnly records what the mux would answer, discarding its body.
+type headerOnly struct {
+	h      http.Header
+	status int
+}
+
+func (w *headerOnly) Header() http.Header { return w.h }
+func (w *headerOnly) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = 200
+	}
+	return len(b), nil
+}
+func (w *headerOnly) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
 
 func (s *Server) routes() {
 	pub := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, h)) }
@@ -135,17 +176,18 @@ func (s *Server) routes() {
 	auth("POST /v1/alerts/{id}/actions/{action}", s.alertAction)
 
 	auth("POST /v1/tokens", s.createToken)
+	auth("GET /v1/tokens", s.listTokens)
+	auth("DELETE /v1/tokens/{id}", s.revokeToken)
 	auth("POST /v1/agent/heartbeat", s.heartbeat)
 }
 
 // authed resolves the token: 401 without a valid one.
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p := s.authenticate(r)
+		p, why := s.authenticate(r)
 		if p == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
-			s.fail(w, r, &api.Error{Code: "unauthorized",
-				Message: "missing or unknown bearer token: send Authorization: Bearer <token> (berth token create, or the admin token berth server printed at first start)"})
+			s.fail(w, r, &api.Error{Code: "unauthorized", Message: why})
 			return
 		}
 		if slot, ok := r.Context().Value(slotKey{}).(**Principal); ok {

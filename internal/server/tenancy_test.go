@@ -3,8 +3,10 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/google/go-cmp/cmp"
@@ -19,15 +21,20 @@ type tenants struct {
 	aDep, aDep2, bDep, alert string
 	roles                    []string // the non-admin roles
 	autoscaler               string
+	bToken                   string // team b's token id
 }
 
 func newTenants(t *testing.T) *tenants {
 	c := newCluster(t)
 	tn := &tenants{c: c, tok: map[string]string{}, aDep: "chat-a", aDep2: "embed-a", bDep: "chat-b"}
 	tn.autoscaler = "autoscaler:" + tn.aDep
-	tn.roles = []string{"team:a", "team:b", tn.autoscaler, "agent:n1"}
+	// team:acme/a is a team of the same name in another org: it must see
+	// nothing of default/a.
+	tn.roles = []string{"team:a", "team:b", "team:acme/a", tn.autoscaler, "agent:n1"}
 	for _, r := range tn.roles {
-		tn.tok[r] = c.token(r)
+		if r != tn.autoscaler {
+			tn.tok[r] = c.token(r)
+		}
 	}
 	tn.aJob = c.submit(tn.tok["team:a"], api.JobRequest{Name: "a-train", Image: "x", GPUs: 2, Topology: "node"}).JobID
 	tn.aPending = c.submit(tn.tok["team:a"], api.JobRequest{Name: "a-huge", Image: "x", GPUs: 24, Topology: "any"}).JobID
@@ -36,6 +43,8 @@ func newTenants(t *testing.T) *tenants {
 		c.mustJSON(tn.tok[d.team], "POST", "/v1/deployments", api.DeploymentRequest{Name: d.id, Image: "srv",
 			ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, MinReplicas: 1, MaxReplicas: 3}, 201, nil)
 	}
+	// An autoscaler token is bound to a deployment that exists.
+	tn.tok[tn.autoscaler] = c.token(tn.autoscaler)
 	c.mustJSON(c.admin, "PUT", "/v1/quotas/default/a", api.QuotaRequest{GuaranteedGPUs: 40}, 200, nil)
 	c.mustJSON(c.admin, "PUT", "/v1/quotas/default/b", api.QuotaRequest{GuaranteedGPUs: 40}, 200, nil)
 	c.waitRunning(tn.aJob)
@@ -47,79 +56,101 @@ func newTenants(t *testing.T) *tenants {
 	if as := c.instance().Controller.Alerts(); len(as) > 0 {
 		tn.alert = as[0].ID
 	}
+	var tl api.TokenList
+	c.mustJSON(c.admin, "GET", "/v1/tokens", nil, 200, &tl)
+	for _, tk := range tl.Tokens {
+		if tk.Role == "team:b" {
+			tn.bToken = tk.ID
+		}
+	}
 	return tn
 }
 
-// probe is one request and the roles that must be refused it.
+// probe is one request and the roles that must be refused it. hide marks
+// an object of a team: a team that does not own it is answered 404, as
+// for one that does not exist, so that the refusal confirms nothing.
 type probe struct {
 	method, path string
 	body         any
 	refuse       []string // roles; "*" is every non-admin role
+	hide         bool
 }
 
 func (tn *tenants) probes() []probe {
 	all := []string{"*"}
-	notTeams := []string{tn.autoscaler, "agent:n1"}
-	notA := []string{"team:b", tn.autoscaler, "agent:n1"}
-	notB := []string{"team:a", tn.autoscaler, "agent:n1"}
+	except := func(keep ...string) []string {
+		var out []string
+		for _, r := range tn.roles {
+			if !slices.Contains(keep, r) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	notTeams := except("team:a", "team:b", "team:acme/a")
+	notA, notB := except("team:a"), except("team:b")
 	hb := func(node string) api.Heartbeat {
 		return api.Heartbeat{NodeID: node, BootEpoch: 7, Pod: "p9", Model: "H100", GPUs: 8}
 	}
-	job := func(team string) api.JobRequest {
-		return api.JobRequest{Name: "intruder", Team: team, Image: "x", GPUs: 1, Topology: "any"}
+	job := func(org, team string) api.JobRequest {
+		return api.JobRequest{Name: "intruder", Org: org, Team: team, Image: "x", GPUs: 1, Topology: "any"}
 	}
 	dep := func(name, team string) api.DeploymentRequest {
 		return api.DeploymentRequest{Name: name, Team: team, Image: "x", ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, MaxReplicas: 1}
 	}
 	scale := api.ScaleRequest{Desired: intp(3)}
+	aScaler := except("team:a", tn.autoscaler)
 	ps := []probe{
-		{"POST", "/v1/jobs", job("a"), notA},
-		{"POST", "/v1/jobs", job("b"), notB},
-		{"POST", "/v1/jobs", job(""), notTeams},
-		{"GET", "/v1/jobs?team=a", nil, notA},
-		{"GET", "/v1/jobs?team=b&state=running", nil, notB},
-		{"GET", "/v1/jobs", nil, notTeams},
-		{"POST", "/v1/deployments", dep("intruder-a", "a"), notA},
-		{"POST", "/v1/deployments", dep("intruder-b", "b"), notB},
-		{"POST", "/v1/deployments", dep("intruder", ""), notTeams},
-		{"GET", "/v1/deployments/" + tn.aDep, nil, []string{"team:b", "agent:n1"}},
-		{"PATCH", "/v1/deployments/" + tn.aDep, scale, []string{"team:b", "agent:n1"}},
-		{"DELETE", "/v1/deployments/" + tn.aDep, nil, notA},
-		{"GET", "/v1/deployments/" + tn.aDep2, nil, notA},
-		{"PATCH", "/v1/deployments/" + tn.aDep2, scale, notA},
-		{"DELETE", "/v1/deployments/" + tn.aDep2, nil, notA},
-		{"GET", "/v1/deployments/" + tn.bDep, nil, notB},
-		{"PATCH", "/v1/deployments/" + tn.bDep, scale, notB},
-		{"DELETE", "/v1/deployments/" + tn.bDep, nil, notB},
-		{"GET", "/v1/deployments/no-such", nil, []string{"agent:n1"}},
-		{"PATCH", "/v1/deployments/no-such", scale, []string{tn.autoscaler, "agent:n1"}},
-		{"GET", "/v1/nodes", nil, notTeams},
-		{"GET", "/v1/nodes/n1", nil, notTeams},
-		{"GET", "/v1/quotas", nil, notTeams},
-		{"GET", "/v1/quotas/default/a", nil, notA},
-		{"GET", "/v1/quotas/default/b", nil, notB},
-		{"PUT", "/v1/quotas/default/a", api.QuotaRequest{GuaranteedGPUs: 99}, all},
-		{"PUT", "/v1/quotas/default/b", api.QuotaRequest{GuaranteedGPUs: 99}, all},
-		{"PUT", "/v1/quotas/default/new", api.QuotaRequest{GuaranteedGPUs: 1}, all},
-		{"DELETE", "/v1/quotas/default/a", nil, all},
-		{"DELETE", "/v1/quotas/default/b", nil, all},
-		{"GET", "/v1/alerts", nil, all},
-		{"GET", "/v1/alerts/" + tn.alert, nil, all},
-		{"POST", "/v1/alerts/" + tn.alert + "/actions/accept_degraded", nil, all},
-		{"POST", "/v1/tokens", api.TokenRequest{Role: "admin"}, all},
-		{"POST", "/v1/tokens", api.TokenRequest{Role: "team:a"}, all},
-		{"POST", "/v1/tokens", api.TokenRequest{Role: "agent:n2"}, all},
-		{"POST", "/v1/agent/heartbeat", hb("n2"), all},
-		{"POST", "/v1/agent/heartbeat", hb("n-new"), all},
-		{"POST", "/v1/agent/heartbeat", hb("n1"), []string{"team:a", "team:b", tn.autoscaler}},
+		{"POST", "/v1/jobs", job("default", "a"), notA, false},
+		{"POST", "/v1/jobs", job("default", "b"), notB, false},
+		{"POST", "/v1/jobs", job("", ""), notTeams, false},
+		{"GET", "/v1/jobs?team=a", nil, except("team:a", "team:acme/a"), false},
+		{"GET", "/v1/jobs?team=b&state=running", nil, notB, false},
+		{"GET", "/v1/jobs", nil, notTeams, false},
+		{"POST", "/v1/deployments", dep("intruder-a", "a"), notA, false},
+		{"POST", "/v1/deployments", dep("intruder-b", "b"), notB, false},
+		{"POST", "/v1/deployments", dep("intruder", ""), notTeams, false},
+		{"GET", "/v1/deployments/" + tn.aDep, nil, aScaler, true},
+		{"PATCH", "/v1/deployments/" + tn.aDep, scale, aScaler, true},
+		{"DELETE", "/v1/deployments/" + tn.aDep, nil, notA, true},
+		{"GET", "/v1/deployments/" + tn.aDep2, nil, notA, true},
+		{"PATCH", "/v1/deployments/" + tn.aDep2, scale, notA, true},
+		{"DELETE", "/v1/deployments/" + tn.aDep2, nil, notA, true},
+		{"GET", "/v1/deployments/" + tn.bDep, nil, notB, true},
+		{"PATCH", "/v1/deployments/" + tn.bDep, scale, notB, true},
+		{"DELETE", "/v1/deployments/" + tn.bDep, nil, notB, true},
+		{"GET", "/v1/deployments/no-such", nil, all, true},
+		{"PATCH", "/v1/deployments/no-such", scale, all, true},
+		{"GET", "/v1/nodes", nil, notTeams, false},
+		{"GET", "/v1/nodes/n1", nil, notTeams, false},
+		{"GET", "/v1/dashboard", nil, notTeams, false},
+		{"GET", "/v1/quotas", nil, notTeams, false},
+		{"GET", "/v1/quotas/default/a", nil, notA, true},
+		{"GET", "/v1/quotas/default/b", nil, notB, true},
+		{"PUT", "/v1/quotas/default/a", api.QuotaRequest{GuaranteedGPUs: 99}, all, false},
+		{"PUT", "/v1/quotas/default/b", api.QuotaRequest{GuaranteedGPUs: 99}, all, false},
+		{"PUT", "/v1/quotas/default/new", api.QuotaRequest{GuaranteedGPUs: 1}, all, false},
+		{"DELETE", "/v1/quotas/default/a", nil, all, false},
+		{"DELETE", "/v1/quotas/default/b", nil, all, false},
+		{"GET", "/v1/alerts", nil, all, false},
+		{"GET", "/v1/alerts/" + tn.alert, nil, all, false},
+		{"POST", "/v1/alerts/" + tn.alert + "/actions/accept_degraded", nil, all, false},
+		{"POST", "/v1/tokens", api.TokenRequest{Role: "admin"}, all, false},
+		{"POST", "/v1/tokens", api.TokenRequest{Role: "team:a"}, all, false},
+		{"POST", "/v1/tokens", api.TokenRequest{Role: "agent:n2"}, all, false},
+		{"GET", "/v1/tokens", nil, all, false},
+		{"DELETE", "/v1/tokens/" + tn.bToken, nil, all, false},
+		{"POST", "/v1/agent/heartbeat", hb("n2"), all, false},
+		{"POST", "/v1/agent/heartbeat", hb("n-new"), all, false},
+		{"POST", "/v1/agent/heartbeat", hb("n1"), except("agent:n1"), false},
 	}
 	for _, id := range []string{tn.aJob, tn.aPending} {
-		ps = append(ps, probe{"GET", "/v1/jobs/" + id, nil, notA}, probe{"DELETE", "/v1/jobs/" + id, nil, notA})
+		ps = append(ps, probe{"GET", "/v1/jobs/" + id, nil, notA, true}, probe{"DELETE", "/v1/jobs/" + id, nil, notA, true})
 	}
-	ps = append(ps, probe{"GET", "/v1/jobs/" + tn.bJob, nil, notB}, probe{"DELETE", "/v1/jobs/" + tn.bJob, nil, notB})
+	ps = append(ps, probe{"GET", "/v1/jobs/" + tn.bJob, nil, notB, true}, probe{"DELETE", "/v1/jobs/" + tn.bJob, nil, notB, true})
 	for _, n := range []string{"n1", "n2", "n-none"} {
 		for _, act := range []string{"drain", "undrain", "quarantine", "unquarantine"} {
-			ps = append(ps, probe{"POST", "/v1/nodes/" + n + "/" + act, nil, all})
+			ps = append(ps, probe{"POST", "/v1/nodes/" + n + "/" + act, nil, all, false})
 		}
 	}
 	return ps
@@ -153,7 +184,14 @@ func TestTenancyMatrix(t *testing.T) {
 				leaks = append(leaks, fmt.Sprintf("%s %s %s as %s: %d %.200s", p.method, p.path, bodyOf(p.body), role, status, data))
 				continue
 			}
-			if e := c.apiError(data); status != 403 || e.Code != "forbidden" || e.Scope == "" {
+			e := c.apiError(data)
+			switch {
+			case p.hide && strings.HasPrefix(role, "team:"):
+				if status != 404 || e.Code != "not_found" {
+					t.Errorf("%s %s as %s: %d %+v, want 404 not_found (another team's object is not confirmed)", p.method, p.path, role, status, e)
+				}
+			case status == 404 && e.Code == "not_found" && p.hide:
+			case status != 403 || e.Code != "forbidden" || e.Scope == "":
 				t.Errorf("%s %s as %s: %d %+v, want 403 forbidden naming the scope it lacks", p.method, p.path, role, status, e)
 			}
 		}
@@ -187,6 +225,7 @@ func TestTenancyLists(t *testing.T) {
 	}{
 		{"team:a", []string{tn.aJob, tn.aPending}, []string{tn.aDep, tn.aDep2}, []string{"default/a"}},
 		{"team:b", []string{tn.bJob}, []string{tn.bDep}, []string{"default/b"}},
+		{"team:acme/a", []string{}, []string{}, []string{}},
 		{tn.autoscaler, nil, []string{tn.aDep}, nil},
 		{"agent:n1", nil, []string{}, nil},
 	} {
@@ -366,4 +405,107 @@ func TestDashboardScopesDeploymentsByOrgAndTeam(t *testing.T) {
 			t.Errorf("team:%s sees deployments %v on the dashboard, want only %s", scope, got, want)
 		}
 	}
+}
+
+// TestAutoscalerTokenBoundToTheDeployment: team a's autoscaler token was
+// made for a's chat; a deletes it and team b creates a deployment of the
+// same name. The token reaches nothing of b's (it used to read b's
+// deployment, env and all, and scale it).
+func TestAutoscalerTokenBoundToTheDeployment(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.token("team:a"), c.token("team:b")
+	dep := func(secret string) api.DeploymentRequest {
+		return api.DeploymentRequest{Name: "chat", Image: "srv", ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"},
+			MaxReplicas: 2, Env: map[string]string{"SECRET": secret}}
+	}
+	c.mustJSON(a, "POST", "/v1/deployments", dep("a-secret"), 201, nil)
+	scaler := c.token("autoscaler:chat")
+	c.mustJSON(scaler, "PATCH", "/v1/deployments/chat", api.ScaleRequest{Desired: intp(1)}, 200, nil)
+	c.mustJSON(a, "DELETE", "/v1/deployments/chat", nil, 204, nil)
+	c.mustJSON(b, "POST", "/v1/deployments", dep("b-secret"), 201, nil)
+	for _, p := range []struct {
+		method string
+		body   any
+	}{{"GET", nil}, {"PATCH", api.ScaleRequest{Desired: intp(2)}}} {
+		status, data := c.raw(scaler, p.method, "/v1/deployments/chat", p.body)
+		if status != 404 || strings.Contains(string(data), "b-secret") {
+			t.Errorf("%s with the old deployment's autoscaler token: %d %.300s, want 404", p.method, status, data)
+		}
+	}
+	var l api.DeploymentList
+	c.mustJSON(scaler, "GET", "/v1/deployments", nil, 200, &l)
+	if len(l.Deployments) != 0 {
+		t.Errorf("the old autoscaler token lists %d deployments", len(l.Deployments))
+	}
+	var d api.Deployment
+	c.mustJSON(b, "GET", "/v1/deployments/chat", nil, 200, &d)
+	if d.Desired != 0 {
+		t.Errorf("b's deployment desired %d: scaled by a's token", d.Desired)
+	}
+	// A token for a deployment that does not exist is refused.
+	status, data := c.raw(c.admin, "POST", "/v1/tokens", api.TokenRequest{Role: "autoscaler:nothing"})
+	if e := c.apiError(data); status != 400 || e.Field != "role" {
+		t.Errorf("autoscaler token for no deployment: %d %+v", status, e)
+	}
+}
+
+// TestTokenLifecycle: tokens are listed (never with secrets), revoked by
+// id (refused at once), expire at their ttl, and the last admin token
+// cannot be revoked.
+func TestTokenLifecycle(t *testing.T) {
+	c := newCluster(t)
+	var made api.Token
+	c.mustJSON(c.admin, "POST", "/v1/tokens", api.TokenRequest{Role: "team:a", Name: "ci"}, 201, &made)
+	c.mustJSON(made.Secret, "GET", "/v1/jobs", nil, 200, nil)
+	var l api.TokenList
+	c.mustJSON(c.admin, "GET", "/v1/tokens", nil, 200, &l)
+	found := false
+	for _, tk := range l.Tokens {
+		if tk.Secret != "" {
+			t.Errorf("GET /v1/tokens shows the secret of %s", tk.ID)
+		}
+		found = found || tk.ID == made.ID && tk.Role == "team:a" && tk.Name == "ci"
+	}
+	if !found {
+		t.Fatalf("token %s not listed: %+v", made.ID, l.Tokens)
+	}
+	c.mustJSON(c.admin, "DELETE", "/v1/tokens/"+made.ID, nil, 200, nil)
+	if status, data := c.raw(made.Secret, "GET", "/v1/jobs", nil); status != 401 {
+		t.Errorf("revoked token: %d %.200s, want 401", status, data)
+	}
+	if status, _ := c.raw(c.admin, "DELETE", "/v1/tokens/"+made.ID, nil); status != 404 {
+		t.Errorf("revoking it again: %d, want 404", status)
+	}
+	// Expiry.
+	var short api.Token
+	c.mustJSON(c.admin, "POST", "/v1/tokens", api.TokenRequest{Role: "team:a", TTL: "1s"}, 201, &short)
+	if short.ExpiresAt == nil {
+		t.Fatalf("a token with a ttl has no expires_at")
+	}
+	c.mustJSON(short.Secret, "GET", "/v1/jobs", nil, 200, nil)
+	time.Sleep(time.Until(*short.ExpiresAt) + 50*time.Millisecond)
+	status, data := c.raw(short.Secret, "GET", "/v1/jobs", nil)
+	if e := c.apiError(data); status != 401 || !strings.Contains(e.Message, "expired") {
+		t.Errorf("expired token: %d %+v, want 401 saying it expired", status, e)
+	}
+	for _, ttl := range []string{"-1h", "0s", "forever", "100000h"} {
+		if status, _ := c.raw(c.admin, "POST", "/v1/tokens", api.TokenRequest{Role: "team:a", TTL: ttl}); status != 400 {
+			t.Errorf("ttl %q: %d, want 400", ttl, status)
+		}
+	}
+	// The last admin token.
+	c.mustJSON(c.admin, "GET", "/v1/tokens", nil, 200, &l)
+	var admins []string
+	for _, tk := range l.Tokens {
+		if tk.Role == "admin" {
+			admins = append(admins, tk.ID)
+		}
+	}
+	if len(admins) != 1 {
+		t.Fatalf("admin tokens %v", admins)
+	}
+	if status, _ := c.raw(c.admin, "DELETE", "/v1/tokens/"+admins[0], nil); status != 409 {
+		t.Errorf("revoking the last admin token: %d, want 409", status)
+	}
+	c.mustJSON(c.admin, "GET", "/v1/jobs", nil, 200, nil)
 }
