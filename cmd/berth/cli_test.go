@@ -455,15 +455,15 @@ func TestCLIAgainstServer(t *testing.T) {
 
 	var a, b, c, y string
 	t.Run("job submit", func(t *testing.T) {
-		out := s.mustCLI(t, "job", "submit", "--name", "a", "--team", "t", "--gpus", "8", "--topology", "node")
+		out := s.mustCLI(t, "job", "submit", "--name", "a", "--team", "t", "--gpus", "8", "--topology", "node", "--", "sleep", "600")
 		a = submitted(t, out)
 		ja := s.job(t, a)
-		if ja.Name != "a" || ja.Team != "t" || ja.Org != "default" || ja.Shape.GPUs != 8 || ja.Shape.Topology != "node" || ja.Workload != nil {
+		if ja.Name != "a" || ja.Team != "t" || ja.Org != "default" || ja.Shape.GPUs != 8 || ja.Shape.Topology != "node" || ja.Workload == nil || ja.Workload.Command[0] != "sleep" {
 			t.Fatalf("job a as the API has it: %+v", ja.Job)
 		}
 		s.waitRunning(t, a)
 
-		js := s.mustCLI(t, "job", "submit", "--name", "b", "--team", "t", "--gpus", "8", "--topology", "node", "-o", "json")
+		js := s.mustCLI(t, "job", "submit", "--name", "b", "--team", "t", "--gpus", "8", "--topology", "node", "-o", "json", "--", "sleep", "600")
 		var acc api.JobAccepted
 		if err := json.Unmarshal([]byte(js), &acc); err != nil || acc.JobID == "" || !acc.Created {
 			t.Fatalf("submit -o json: %v %+v\n%s", err, acc, js)
@@ -492,6 +492,7 @@ func TestCLIAgainstServer(t *testing.T) {
 team: t
 gpus: 4
 topology: node
+command: [sleep, "600"]
 preemptible: true
 checkpoint:
   path: /ckpt/y
@@ -535,7 +536,7 @@ checkpoint:
 			t.Fatal("an earlier subtest did not submit the jobs this one needs")
 		}
 		// 22 of 24 GPUs run; no node has 8 free.
-		big = submitted(t, s.mustCLI(t, "job", "submit", "--name", "big", "--team", "t", "--gpus", "8"))
+		big = submitted(t, s.mustCLI(t, "job", "submit", "--name", "big", "--team", "t", "--gpus", "8", "--", "sleep", "600"))
 		jb := s.waitJob(t, big, "pending with a reason", func(j api.Job) error {
 			if j.State != model.JobPending || j.PendingReason == nil || j.PendingReason.Message == "" {
 				return fmt.Errorf("state %s, reason %+v", j.State, j.PendingReason)

@@ -160,7 +160,8 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.log.Warn("orders ignored", "why", err.Error())
 				break
 			}
-			a.setRefused(a.sift(&o))
+			refused, _ := a.sift(&o)
+			a.setRefused(refused)
 			a.accepted.Add(1)
 			a.fence.Store(o.Fence)
 			a.faults = a.faults[len(rep.Faults):]

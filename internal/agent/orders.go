@@ -39,13 +39,15 @@ func (a *Agent) check(o model.NodeOrders) error {
 // stopping, new work starting). A refused allocation is reported as
 // exited with code 126 and the reason until the control plane lets go
 // of it.
-func (a *Agent) sift(o *model.NodeOrders) map[string]string {
+func (a *Agent) sift(o *model.NodeOrders) (map[string]string, []error) {
 	all := model.GPUMask(1)<<uint(len(a.inv.Devices)) - 1
 	seen := make(map[string]bool, len(o.Allocations))
 	var refused map[string]string
+	var errs []error
 	kept := o.Allocations[:0:0]
 	for i, d := range o.Allocations {
 		if err := checkAlloc(i, d, all, seen); err != nil {
+			errs = append(errs, err)
 			if d.ID != "" && !seen[d.ID] && len(d.ID) <= 128 {
 				if refused == nil {
 					refused = map[string]string{}
@@ -58,7 +60,7 @@ func (a *Agent) sift(o *model.NodeOrders) map[string]string {
 		kept = append(kept, d)
 	}
 	o.Allocations = kept
-	return refused
+	return refused, errs
 }
 
 func checkAlloc(i int, d model.DesiredAlloc, all model.GPUMask, seen map[string]bool) error {

@@ -92,7 +92,7 @@ func TestCheckOrders(t *testing.T) {
 			a := checkAgent(8)
 			o := validOrders()
 			tc.edit(&o)
-			err := a.check(o)
+			err := firstRefusal(a, o)
 			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("check = %v, want nil", err)
@@ -115,16 +115,28 @@ func TestCheckOrders(t *testing.T) {
 	}
 }
 
+// firstRefusal is what check refuses of the orders whole, else the first
+// allocation sift refuses alone (the rest are carried out).
+func firstRefusal(a *Agent, o model.NodeOrders) error {
+	if err := a.check(o); err != nil {
+		return err
+	}
+	if _, errs := a.sift(&o); len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
 // A node with all 64 GPUs accepts every bit of the mask.
 func TestCheckOrdersFullNode(t *testing.T) {
 	a := checkAgent(model.MaxGPUsPerNode)
 	o := validOrders()
 	o.Allocations[0].GPUs = 1<<63 | 1
-	if err := a.check(o); err != nil {
+	if err := firstRefusal(a, o); err != nil {
 		t.Errorf("check on a 64-GPU node with bit 63 = %v, want nil", err)
 	}
 	o.Allocations[0].GPUs = ^model.GPUMask(0)
-	if err := a.check(o); err != nil {
+	if err := firstRefusal(a, o); err != nil {
 		t.Errorf("check on a 64-GPU node with every bit = %v, want nil", err)
 	}
 }
@@ -133,7 +145,7 @@ func TestCheckOrdersFullNode(t *testing.T) {
 func TestCheckOrdersNoGPUs(t *testing.T) {
 	a := checkAgent(0)
 	o := validOrders()
-	if err := a.check(o); err == nil || !strings.Contains(err.Error(), "gpu_mask") {
+	if err := firstRefusal(a, o); err == nil || !strings.Contains(err.Error(), "gpu_mask") {
 		t.Errorf("check with no GPUs known = %v, want a gpu_mask error", err)
 	}
 	o.Allocations = []model.DesiredAlloc{}

@@ -66,7 +66,7 @@ func TestSharesRunUnderMPS(t *testing.T) {
 		}
 	}
 	// A whole-node job cannot use the shared GPU.
-	whole, err := f.api.SubmitJob(context.Background(), api.JobRequest{Name: "whole", GPUs: 8, Topology: "node"}, "")
+	whole, err := f.api.SubmitJob(context.Background(), api.JobRequest{Name: "whole", GPUs: 8, Topology: "node", Command: []string{"sleep", "600"}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

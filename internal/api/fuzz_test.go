@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/berthsched/berth/internal/api"
@@ -160,6 +161,44 @@ func FuzzHeartbeat(f *testing.F) {
 			if a.ID == "" {
 				t.Fatalf("accepted an allocation without an id: %s", data)
 			}
+		}
+	})
+}
+
+func FuzzTokenRequest(f *testing.F) {
+	f.Add([]byte(`{"role":"team:ml/research","name":"ci","ttl":"720h"}`))
+	f.Add([]byte(`{"role":"autoscaler:chat","ttl":"1s"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r api.TokenRequest
+		if err := api.Decode(bytes.NewReader(data), &r); err != nil {
+			checkErr(t, "decode", err)
+			return
+		}
+		ttl, err := r.Validate()
+		if err != nil {
+			checkErr(t, "validate", err)
+			return
+		}
+		if ttl < 0 || ttl > api.MaxTokenTTL || strings.ContainsFunc(r.Name, api.Unprintable) {
+			t.Fatalf("accepted ttl %v, name %q", ttl, r.Name)
+		}
+	})
+}
+
+// FuzzNames: a name CheckName accepts is printable, short, and safe as
+// a path element; Escape never leaves an unprintable character.
+func FuzzNames(f *testing.F) {
+	f.Add("train-1")
+	f.Add("a\u202eb")
+	f.Add("..")
+	f.Fuzz(func(t *testing.T, s string) {
+		if api.CheckName("name", s, false) == nil {
+			if len(s) > api.MaxNameLen || s == "." || s == ".." || strings.ContainsAny(s, "/\\ \x00") || strings.ContainsFunc(s, api.Unprintable) {
+				t.Fatalf("accepted name %q", s)
+			}
+		}
+		if e := api.Escape(s); strings.ContainsFunc(e, api.Unprintable) {
+			t.Fatalf("Escape(%q) = %q still holds an unprintable character", s, e)
 		}
 	})
 }

@@ -67,11 +67,6 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 	if err := CheckText("gpu_model", r.GPUModel, MaxNameLen); err != nil {
 		return model.Job{}, err
 	}
-	if len(r.Command) == 0 && r.Image == "" {
-		// Without a workload an allocation would hold its GPUs with
-		// nothing running until cancelled.
-		return model.Job{}, Invalid("command", "set command (the program and its arguments) or image: the job needs something to run")
-	}
 	if r.GPUs < 1 {
 		return model.Job{}, Invalid("gpus", "%d: must be at least 1", r.GPUs)
 	}
@@ -98,9 +93,11 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 	if r.Team != "" && r.Org == "" {
 		j.Org = "default"
 	}
-	j.Workload = &model.Workload{Command: r.Command, Image: r.Image, Env: r.Env}
-	if err := j.Workload.Validate(""); err != nil {
-		return model.Job{}, FromFieldError(err)
+	if len(r.Command) > 0 || r.Image != "" || len(r.Env) > 0 {
+		j.Workload = &model.Workload{Command: r.Command, Image: r.Image, Env: r.Env}
+		if err := j.Workload.Validate(""); err != nil && (len(r.Command) > 0 || r.Image != "") {
+			return model.Job{}, FromFieldError(err)
+		}
 	}
 	if c := r.Checkpoint; c != nil {
 		if c.Path == "" {
@@ -125,6 +122,11 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 	}
 	if err := j.Validate(); err != nil {
 		return model.Job{}, jobFieldError(err)
+	}
+	if len(r.Command) == 0 && r.Image == "" {
+		// Without a workload an allocation would hold its GPUs with
+		// nothing running until cancelled.
+		return model.Job{}, Invalid("command", "set command (the program and its arguments) or image: the job needs something to run")
 	}
 	return j, nil
 }

@@ -27,7 +27,7 @@ func TestJobRequestGPUMilli(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := api.JobRequest{Name: "nb", GPUs: tt.gpus, GPUMilli: tt.milli, Topology: tt.topology}
+			r := api.JobRequest{Name: "nb", GPUs: tt.gpus, GPUMilli: tt.milli, Topology: tt.topology, Image: "x"}
 			j, err := r.Job("j1")
 			if tt.field == "" {
 				if err != nil {

@@ -97,7 +97,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// A submitted job appears in the grid, live.
 	acc, err := s.API.SubmitJob(ctx, api.JobRequest{Name: "first", Team: "research", GPUs: 8, Topology: "node", Preemptible: true,
-		Checkpoint: &api.CheckpointRequest{Path: "/ckpt/first", Bytes: 1e9}}, "")
+		Checkpoint: &api.CheckpointRequest{Path: "/ckpt/first", Bytes: 1e9}, Command: []string{"sleep", "600"}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	// than the budget lets it take: a page with priced options.
 	for i := range 3 {
 		if _, err := s.API.SubmitJob(ctx, api.JobRequest{Name: "fill-" + strconv.Itoa(i), Team: "research", GPUs: 8, Topology: "node",
-			Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: "/ckpt/fill", Bytes: 1e9}}, ""); err != nil {
+			Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: "/ckpt/fill", Bytes: 1e9}, Command: []string{"sleep", "600"}}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

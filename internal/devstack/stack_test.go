@@ -452,8 +452,8 @@ func TestRestartKeepsState(t *testing.T) {
 		Interval: 200 * time.Millisecond, Berth: os.Args[0]}
 	s1, stop1 := startStack(t, cfg)
 
-	// No commands: the allocations only hold their GPUs.
-	acc, err := s1.API.SubmitJob(ctx, api.JobRequest{Name: "holder", Org: "ml", Team: "research", GPUs: 8, Topology: "node", Priority: 100}, "")
+	acc, err := s1.API.SubmitJob(ctx, api.JobRequest{Name: "holder", Org: "ml", Team: "research", GPUs: 8, Topology: "node", Priority: 100,
+		Command: []string{"sleep", "3600"}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func (w *Workload) Validate(prefix string) error {
 		return fmt.Errorf("%scommand: set command or image", prefix)
 	}
 	if len(w.Command) > 0 && w.Command[0] == "" {
-		return fmt.Errorf("%scommand: the program (its first element) must not be empty", prefix)
+		return fmt.Errorf("%scommand[0]: the program must not be empty", prefix)
 	}
 	if len(w.Command) > MaxArgs {
 		return fmt.Errorf("%scommand: %d arguments: at most %d", prefix, len(w.Command), MaxArgs)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 	"sync"
 	"testing"
 
@@ -556,5 +557,42 @@ func TestRestartKeepsTable(t *testing.T) {
 	c.mu.Unlock()
 	if boots != 1 {
 		t.Errorf("Bootstrap called %d times across two starts, want 1", boots)
+	}
+}
+
+// TestDesignRequestsAsWritten: §3's own example requests are accepted as
+// the design writes them: a job with checkpoint {path, interval} and no
+// bytes (the deadline then uses the measured size), and a deployment with
+// a model and no name (the name is derived from the model).
+func TestDesignRequestsAsWritten(t *testing.T) {
+	c := newCluster(t)
+	var acc api.JobAccepted
+	c.mustJSON(c.admin, "POST", "/v1/jobs", `{ "name": "pretrain", "image": "registry/pretrain:1", "gpus": 16, "topology": "pod",
+	  "priority": 100, "max_runtime": "72h",
+	  "checkpoint": {"path": "/ckpt/pretrain", "interval": "10m"},
+	  "preemptible": true }`, 202, &acc)
+	if acc.JobID == "" || acc.QueuePosition < 1 {
+		t.Fatalf("§3 job: %+v", acc)
+	}
+	var j api.Job
+	c.mustJSON(c.admin, "GET", "/v1/jobs/"+acc.JobID, nil, 200, &j)
+	if j.Checkpoint == nil || j.Checkpoint.Interval != 10*time.Minute || j.Checkpoint.SizeBytes != 0 || !j.Preemptible {
+		t.Errorf("§3 job as stored: checkpoint %+v", j.Checkpoint)
+	}
+	var out struct {
+		ID string `json:"deployment_id"`
+	}
+	c.mustJSON(c.admin, "POST", "/v1/deployments", `{ "model": "Llama-3.1-70B/Instruct", "image": "srv",
+	  "replica_shape": {"gpus": 4, "topology": "node"},
+	  "min_replicas": 1, "max_replicas": 6, "priority": 1000 }`, 201, &out)
+	if out.ID != "llama-3.1-70b-instruct" {
+		t.Errorf("deployment named from its model: %q", out.ID)
+	}
+	// The same model again: the derived name is taken, and the answer
+	// says to set a name.
+	status, data := c.raw(c.admin, "POST", "/v1/deployments", `{"model": "Llama-3.1-70B/Instruct", "image": "srv",
+	  "replica_shape": {"gpus": 4, "topology": "node"}, "max_replicas": 1}`)
+	if status != 409 || !strings.Contains(string(data), "already exists") {
+		t.Errorf("second deployment of the same model: %d %s", status, data)
 	}
 }

@@ -163,7 +163,7 @@ func TestBadInput(t *testing.T) {
 		{"image with a space", "POST", "/v1/jobs", `{"name":"x","image":"a b","gpus":1,"topology":"any"}`, "image", ""},
 		{"image with a newline", "POST", "/v1/jobs", `{"name":"x","image":"a\nb","gpus":1,"topology":"any"}`, "image", ""},
 		{"command with NUL", "POST", "/v1/jobs", `{"name":"x","command":["echo","a\u0000b"],"gpus":1,"topology":"any"}`, "command[1]", "NUL"},
-		{"command program empty", "POST", "/v1/jobs", `{"name":"x","command":["","a"],"gpus":1,"topology":"any"}`, "command", ""},
+		{"command program empty", "POST", "/v1/jobs", `{"name":"x","command":["","a"],"gpus":1,"topology":"any"}`, "command[0]", ""},
 		{"command a string", "POST", "/v1/jobs", `{"name":"x","command":"rm -rf /","gpus":1,"topology":"any"}`, "command", "an array"},
 		{"env not an object", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","env":["A=1"]`), "env", "an object"},
 		{"env name with =", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","env":{"A=B":"1"}`), "env", ""},

@@ -60,10 +60,12 @@ func readTable(path string, required ...string) (*table, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := r.FieldPos(0)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+			// A parse error carries its own line; FieldPos is only
+			// defined for a record that was read.
+			return nil, fmt.Errorf("%s: %v", path, err)
 		}
+		line, _ := r.FieldPos(0)
 		if len(rec) != len(header) {
 			return nil, fmt.Errorf("%s:%d: %d fields, the header has %d", path, line, len(rec), len(header))
 		}
