@@ -528,3 +528,7 @@ func steady(t *testing.T) (*cluster, *fleet, api.JobAccepted, model.Allocation, 
 	alloc, pid := c.running(f, acc.JobID)
 	return c, f, acc, alloc, pid
 }
+
+// sleeper is a workload that runs until stopped, for jobs whose work
+// does not matter to the test (a job must name something to run).
+var sleeper = []string{"sleep", "3600"}

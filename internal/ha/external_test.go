@@ -127,13 +127,13 @@ func TestExternalEtcd(t *testing.T) {
 			follower = m
 		}
 	}
-	st, body, h, err := request(follower.api, c.admin, http.MethodPost, "/v1/jobs", api.JobRequest{Name: "ext", Team: "t", GPUs: 1, Topology: "node"})
+	st, body, h, err := request(follower.api, c.admin, http.MethodPost, "/v1/jobs", api.JobRequest{Name: "ext", Team: "t", GPUs: 1, Topology: "node", Command: sleeper})
 	if err != nil || st != http.StatusAccepted || h.Get("Berth-Served-By") != leader.url() {
 		t.Fatalf("submit via the follower: %d %s %v (served by %q)", st, body, err, h.Get("Berth-Served-By"))
 	}
 	// Lose one etcd member (not the raft leader's quorum).
 	members[0]()
-	if _, err := c.submit(api.JobRequest{Name: "ext-2", Team: "t", GPUs: 1, Topology: "node"}, "ext-2", 30*time.Second); err != nil {
+	if _, err := c.submit(api.JobRequest{Name: "ext-2", Team: "t", GPUs: 1, Topology: "node", Command: sleeper}, "ext-2", 30*time.Second); err != nil {
 		t.Fatalf("with one etcd member down: %v", err)
 	}
 	killed := time.Now()
@@ -145,7 +145,7 @@ func TestExternalEtcd(t *testing.T) {
 	if took > ttl+2*time.Second || nextFence <= fence {
 		t.Fatalf("takeover after %v with fence %d → %d", took, fence, nextFence)
 	}
-	if _, err := c.submit(api.JobRequest{Name: "ext-3", Team: "t", GPUs: 1, Topology: "node"}, "ext-3", 30*time.Second); err != nil {
+	if _, err := c.submit(api.JobRequest{Name: "ext-3", Team: "t", GPUs: 1, Topology: "node", Command: sleeper}, "ext-3", 30*time.Second); err != nil {
 		t.Fatalf("after takeover: %v", err)
 	}
 }

@@ -23,7 +23,7 @@ func TestFollowersForwardAndRead(t *testing.T) {
 		if m == leader {
 			continue
 		}
-		st, body, h, err := request(m.api, c.admin, http.MethodPost, "/v1/jobs", api.JobRequest{Name: "via-" + m.name, Team: "t", GPUs: 1, Topology: "node"})
+		st, body, h, err := request(m.api, c.admin, http.MethodPost, "/v1/jobs", api.JobRequest{Name: "via-" + m.name, Team: "t", GPUs: 1, Topology: "node", Command: sleeper})
 		if err != nil || st != http.StatusAccepted {
 			t.Fatalf("submit via follower %s: %d %s %v", m.name, st, body, err)
 		}
@@ -89,7 +89,7 @@ func TestKillLeaderUnderLoad(t *testing.T) {
 				default:
 				}
 				key := fmt.Sprintf("w%d-%d", w, i)
-				req := api.JobRequest{Name: key, Team: "t", GPUs: 1, Topology: "node"}
+				req := api.JobRequest{Name: key, Team: "t", GPUs: 1, Topology: "node", Command: sleeper}
 				if acc, err := c.submit(req, key, 15*time.Second); err == nil {
 					mu.Lock()
 					acked[key] = acc.JobID

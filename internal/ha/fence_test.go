@@ -42,7 +42,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 			defer wg.Done()
 			for i := range 25 {
 				st, _, h, err := request(old.api, c.admin, http.MethodPost, "/v1/jobs",
-					api.JobRequest{Name: fmt.Sprintf("after-%d-%d", w, i), Team: "t", GPUs: 1, Topology: "node"})
+					api.JobRequest{Name: fmt.Sprintf("after-%d-%d", w, i), Team: "t", GPUs: 1, Topology: "node", Command: sleeper})
 				mu.Lock()
 				attempts++
 				if err == nil && st < 300 {

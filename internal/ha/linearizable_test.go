@@ -178,7 +178,7 @@ func TestLinearizableThroughFailovers(t *testing.T) {
 				case pick < 35 || id == "":
 					key := fmt.Sprintf("c%d-%d", w, n)
 					in = linInput{Op: "submit", Key: key}
-					method, path, body, header = http.MethodPost, "/v1/jobs", api.JobRequest{Name: key, Team: "t", GPUs: 1, Topology: "node"}, []string{"Idempotency-Key", key}
+					method, path, body, header = http.MethodPost, "/v1/jobs", api.JobRequest{Name: key, Team: "t", GPUs: 1, Topology: "node", Command: sleeper}, []string{"Idempotency-Key", key}
 				case pick < 55:
 					mu.Lock()
 					in = linInput{Op: "cancel", Key: known[id]}

@@ -27,7 +27,7 @@ func TestQuorumLoss(t *testing.T) {
 
 	// One member down: submits still work.
 	c.kill(followers[0])
-	one, err := c.submit(api.JobRequest{Name: "one-down", Team: "t", GPUs: 1, Topology: "node"}, "one-down", 20*time.Second)
+	one, err := c.submit(api.JobRequest{Name: "one-down", Team: "t", GPUs: 1, Topology: "node", Command: sleeper}, "one-down", 20*time.Second)
 	if err != nil {
 		t.Fatalf("with one etcd member of three down, a submit failed: %v", err)
 	}
@@ -37,7 +37,7 @@ func TestQuorumLoss(t *testing.T) {
 	var msg string
 	c.eventually("writes refused with a clear error", 30*time.Second, func() error {
 		st, body, _, err := request(leader.api, c.admin, http.MethodPost, "/v1/jobs",
-			api.JobRequest{Name: "two-down", Team: "t", GPUs: 1, Topology: "node"}, "Idempotency-Key", "two-down")
+			api.JobRequest{Name: "two-down", Team: "t", GPUs: 1, Topology: "node", Command: sleeper}, "Idempotency-Key", "two-down")
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func TestQuorumLoss(t *testing.T) {
 	c.start(followers[0], "")
 	c.start(followers[1], "")
 	c.waitLeader(nil, 60*time.Second)
-	if _, err := c.submit(api.JobRequest{Name: "recovered", Team: "t", GPUs: 1, Topology: "node"}, "recovered", 30*time.Second); err != nil {
+	if _, err := c.submit(api.JobRequest{Name: "recovered", Team: "t", GPUs: 1, Topology: "node", Command: sleeper}, "recovered", 30*time.Second); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}
 	for _, id := range []string{acc.JobID, one.JobID} {
