@@ -46,7 +46,7 @@ type Agent struct {
 	// refused are the allocations of the last orders the agent could not
 	// act on, with why (sift); reported as exited until no longer listed.
 	refused map[string]string
-	prev     []model.ActualAlloc          // the earlier epoch's checkpoints, until a report is accepted
+	prev    []model.ActualAlloc // the earlier epoch's checkpoints, until a report is accepted
 
 	fence    atomic.Int64
 	accepted atomic.Int64

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/model"
