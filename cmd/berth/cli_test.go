@@ -646,7 +646,7 @@ checkpoint:
 		}
 		out := s.mustCLI(t, "job", "show", a)
 		ja := s.job(t, a)
-		for _, want := range []string{"job", a + " (a)", "owner", "default/t/-", "8 GPUs, topology node", "running",
+		for _, want := range []string{"job", a + " (a)", "quota scope", "default/t", "submitted by", "8 GPUs, topology node", "running",
 			"submitted", "bound", "allocation", ja.Allocations[0].NodeID} {
 			if !strings.Contains(out, want) {
 				t.Errorf("job show %s lacks %q:\n%s", a, want, out)

@@ -193,7 +193,12 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 			}
 			return j, func(tw *tabwriter.Writer) {
 				fmt.Fprintf(tw, "job\t%s (%s)\n", j.ID, dash(j.Name))
-				fmt.Fprintf(tw, "owner\t%s/%s/%s\n", j.Org, dash(j.Team), dash(j.User))
+				if len(j.Scopes()) > 0 {
+					fmt.Fprintf(tw, "quota scope\t%s\n", api.Escape(j.Scopes()[len(j.Scopes())-1]))
+				} else {
+					fmt.Fprintf(tw, "quota scope\t- (no org or team: counts against no quota)\n")
+				}
+				fmt.Fprintf(tw, "submitted by\t%s\n", dash(j.Owner))
 				fmt.Fprintf(tw, "shape\t%s GPUs, topology %s\n", gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
 				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
 				fmt.Fprintf(tw, "priority\t%d, preemptible %v, preempted %d times\n", j.Priority, j.Preemptible, j.PreemptCount)
