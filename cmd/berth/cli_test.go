@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,7 +82,7 @@ func startCLIServer(t *testing.T) *cliServer {
 	ctx := context.Background()
 	beat := func() error {
 		for _, n := range cliNodes {
-			_, err := s.c.Heartbeat(ctx, model.NodeReport{NodeID: n.id, BootEpoch: 1, Pod: n.pod, Model: "H100",
+			_, err := s.c.Heartbeat(ctx, model.NodeReport{NodeID: n.id, BootEpoch: 1, Pod: n.pod, Pool: "main", Model: "H100",
 				GPUs: 8, CPUMilli: 64000, MemoryMiB: 512000})
 			if err != nil {
 				return fmt.Errorf("heartbeat %s: %w", n.id, err)
@@ -805,9 +806,21 @@ checkpoint:
 		out := s.mustCLI(t, "nodes", "ls")
 		for _, n := range cliNodes {
 			r := row(out, n.id)
-			if len(r) < 4 || r[1] != n.pod || r[2] != "H100" || r[3] != "8" {
+			if len(r) < 8 || r[1] != n.pod || r[2] != "main" || r[3] != "H100" || r[4] != "8" || r[7] != "healthy" {
 				t.Errorf("nodes ls row for %s: %q\n%s", n.id, r, out)
 			}
+			// The last heartbeat is a fraction of a second old.
+			if last := r[len(r)-1]; !regexp.MustCompile(`^[0-9]+s$`).MatchString(last) {
+				t.Errorf("nodes ls row for %s: last heartbeat %q, want seconds", n.id, last)
+			}
+		}
+		// A GPU fault quarantines the GPU: the node is up but degraded.
+		if _, err := s.c.Heartbeat(context.Background(), model.NodeReport{NodeID: "n3", BootEpoch: 1, Pod: "p2", Pool: "main", Model: "H100",
+			GPUs: 8, CPUMilli: 64000, MemoryMiB: 512000, Faults: []model.GPUFault{{GPU: 5, XID: 48, Kind: "xid", Message: "double-bit ECC error"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if line := rowLine(s.mustCLI(t, "nodes", "ls"), "n3"); !strings.Contains(line, "degraded (1 of 8 GPUs quarantined)") {
+			t.Errorf("nodes ls after an XID 48 on n3's GPU 5: %q", line)
 		}
 		js := s.mustCLI(t, "nodes", "ls", "-o", "json")
 		var nl api.NodeList
@@ -833,7 +846,7 @@ checkpoint:
 		if n := s.node(t, "n2"); !n.Quarantined {
 			t.Fatalf("after nodes quarantine n2 the API has %+v", n.Node)
 		}
-		if n := s.node(t, "n3"); n.Quarantined || n.Draining {
+		if n := s.node(t, "n3"); n.Quarantined || n.Draining || n.QuarantinedGPUs != 1<<5 {
 			t.Errorf("quarantining n2 touched n3: %+v", n.Node)
 		}
 		s.mustCLI(t, "nodes", "unquarantine", "n2")

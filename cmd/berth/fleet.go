@@ -196,7 +196,7 @@ func newNodesCmd() *cobra.Command {
 				return nil, nil, err
 			}
 			return list, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NODE\tPOD\tMODEL\tGPUS\tFREE\tALLOCATED\tHEALTH\tFLAGS\tEPOCH\tLAST HEARTBEAT")
+				fmt.Fprintln(tw, "NODE\tPOD\tPOOL\tMODEL\tGPUS\tFREE\tALLOCATED\tHEALTH\tFLAGS\tEPOCH\tLAST HEARTBEAT")
 				for _, n := range list.Nodes {
 					var flags []string
 					if n.Draining {
@@ -212,8 +212,13 @@ func newNodesCmd() *cobra.Command {
 						// R5: a new machine or a new boot; its work was requeued.
 						flags = append(flags, fmt.Sprintf("%s %s ago (%d invalidated)", c.Reason, age(c.At), c.Invalidated))
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Pod, n.Model, n.GPUs, n.FreeGPUs, dash(n.AllocatedMask),
-						n.Health, dash(strings.Join(flags, ",")), n.BootEpoch, age(n.LastHeartbeat))
+					health := string(n.Health)
+					if q := n.QuarantinedGPUs.Count(); q > 0 && n.Health == model.HealthHealthy {
+						// Up, but short of GPUs: say so where an operator looks.
+						health = fmt.Sprintf("degraded (%d of %d GPUs quarantined)", q, n.GPUs)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Pod, dash(n.Pool), n.Model, n.GPUs, n.FreeGPUs, dash(n.AllocatedMask),
+						health, dash(strings.Join(flags, ",")), n.BootEpoch, age(n.LastHeartbeat))
 				}
 			}, nil
 		})

@@ -256,5 +256,5 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 
 func jobEntry(j model.Job, now time.Time) QueueEntry {
 	return QueueEntry{ID: j.ID, Kind: "training", Name: j.Name, Org: j.Org, Team: j.Team, GPUs: j.Shape.GPUs, Topology: string(j.Shape.Topology),
-		Priority: j.Priority, Submitted: j.SubmittedAt, Waiting: now.Sub(j.QueuedAt).Round(time.Second).String()}
+		Priority: j.Priority, Submitted: j.SubmittedAt, Waiting: now.Sub(j.Queued()).Round(time.Second).String()}
 }

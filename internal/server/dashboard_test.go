@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthsched/berth/internal/api"
 )
@@ -11,6 +12,7 @@ import (
 // TestDashboardView: the page's data agrees with the table, cell by cell,
 // and a team sees its own queue and no alerts.
 func TestDashboardView(t *testing.T) {
+	started := time.Now()
 	c := newCluster(t)
 	mine := c.token("team:ml/research")
 	other := c.token("team:ml/nlp")
@@ -30,6 +32,14 @@ func TestDashboardView(t *testing.T) {
 		}
 		return nil
 	})
+	// Waiting counts from the job's queued time (its submission when it
+	// was never requeued): at most the test's own age.
+	for _, q := range d.Queue {
+		w, err := time.ParseDuration(q.Waiting)
+		if err != nil || w < 0 || w > time.Since(started) {
+			t.Errorf("queued job %s waiting %q, the test is %s old", q.ID, q.Waiting, time.Since(started))
+		}
+	}
 	// The dashboard's topology is the API's, computed by the same code.
 	// The state may move under the reads (a hold taken for a waiting
 	// job takes GPUs out of the free count), so compare a dashboard read
