@@ -75,7 +75,7 @@ func newDeployCmd() *cobra.Command {
 			}
 			d := created.Deployment
 			return created, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "deployment %s: %d replicas of %d GPUs (%s), min %d max %d\n", d.ID, d.Target, d.ReplicaShape.GPUs, d.ReplicaShape.Topology, d.MinReplicas, d.MaxReplicas)
+				fmt.Fprintf(tw, "deployment %s: %s of %s (%s), min %d max %d\n", d.ID, plural(d.Target, "replica"), countGPUs(d.ReplicaShape.GPUs, d.ReplicaShape.GPUMilli), d.ReplicaShape.Topology, d.MinReplicas, d.MaxReplicas)
 			}, nil
 		})
 	f := create.Flags()
@@ -312,7 +312,7 @@ func newAlertsCmd() *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\n", a.ID, a.Severity, a.Kind, state, age(a.RaisedAt), a.Message)
 					if p := a.Page; p != nil && a.ResolvedAt == nil {
 						for _, o := range p.Actions {
-							fmt.Fprintf(tw, "\t\t\t\t\t  option %s: %s (%.1f GPU-h, %d replicas)\n", o.ID, o.Label, o.CostGPUHours, o.Replicas)
+							fmt.Fprintf(tw, "\t\t\t\t\t  option %s: %s (%.1f GPU-h of training progress)\n", o.ID, o.Label, o.CostGPUHours)
 						}
 					}
 				}

@@ -199,7 +199,7 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 					fmt.Fprintf(tw, "quota scope\t- (no org or team: counts against no quota)\n")
 				}
 				fmt.Fprintf(tw, "submitted by\t%s\n", dash(j.Owner))
-				fmt.Fprintf(tw, "shape\t%s GPUs, topology %s\n", gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
+				fmt.Fprintf(tw, "shape\t%s, topology %s\n", countGPUs(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
 				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
 				fmt.Fprintf(tw, "priority\t%d, preemptible %v, preempted %d times\n", j.Priority, j.Preemptible, j.PreemptCount)
 				if j.EffectivePrio != nil {
@@ -284,6 +284,22 @@ func absCommand(cmd []string) []string {
 }
 
 // gpusOf prints a GPU count, or a share of one GPU as "300m".
+// countGPUs is "1 GPU", "8 GPUs", "300m of a GPU".
+func countGPUs(gpus, milli int) string {
+	if milli > 0 {
+		return fmt.Sprintf("%dm of a GPU", milli)
+	}
+	return plural(gpus, "GPU")
+}
+
+// plural is "1 replica", "2 replicas".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func gpusOf(gpus, milli int) string {
 	if milli > 0 {
 		return fmt.Sprintf("%dm", milli)

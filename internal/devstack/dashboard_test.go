@@ -155,6 +155,42 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(button))); err != nil {
 		t.Fatalf("page %s has no accept_degraded button: %v", page.ID, err)
 	}
+	// The page says its numbers once, as the API has them, and the
+	// deployment's pending reason is the same sentence (one computation).
+	waitUntil(t, "the page's message shown once, as the API has it", func() error {
+		var a control.AlertRecord
+		if err := s.API.Do(ctx, http.MethodGet, "/v1/alerts/"+url.PathEscape(page.ID), nil, &a); err != nil {
+			return err
+		}
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(fmt.Sprintf(`[data-alert=%q]`, page.ID))))
+		if err != nil {
+			return err
+		}
+		pg := a.Page
+		if pg == nil {
+			return fmt.Errorf("alert %s has no page", a.ID)
+		}
+		if n := strings.Count(text, "the preemption budget holds back"); n != 1 {
+			return fmt.Errorf("the budget's sentence appears %d times in %q", n, text)
+		}
+		for _, want := range []string{fmt.Sprintf("took %.0f%%/h", 100*pg.Rate), fmt.Sprintf("take it to %.0f%%/h", 100*pg.RateAfter),
+			fmt.Sprintf("over the %.0f%%/h limit", 100*pg.Limit), fmt.Sprintf("restores %d of the", pg.Restores)} {
+			if !strings.Contains(text, want) || !strings.Contains(a.Message, want) {
+				return fmt.Errorf("page %q / message %q: want %q, from the page's own fields", text, a.Message, want)
+			}
+		}
+		if strings.Contains(text, "SAFE") || strings.Contains(text, " 1 replicas") || strings.Contains(text, " 1 GPUs") {
+			return fmt.Errorf("jargon or a bad plural: %q", text)
+		}
+		var d api.Deployment
+		if err := s.API.Do(ctx, http.MethodGet, "/v1/deployments/chat", nil, &d); err != nil {
+			return err
+		}
+		if d.Pending == nil || !strings.Contains(a.Message, d.Pending.Message) {
+			return fmt.Errorf("chat's pending reason %+v is not the page's %q", d.Pending, a.Message)
+		}
+		return nil
+	})
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
 	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 		os.WriteFile(shot, png, 0o644)

@@ -34,13 +34,18 @@ type Alert struct {
 // Page is R6's page: it says what to do, priced in the units each side
 // cares about, not merely what happened.
 type Page struct {
-	Deployment   string       `json:"deployment"`
-	Want         int          `json:"want_replicas"`
-	Have         int          `json:"have_replicas"`
-	Min          int          `json:"min_replicas"`
-	BlockedGPUs  int          `json:"blocked_gpus"`
-	Rate         float64      `json:"rate"`
-	Limit        float64      `json:"limit"`
+	Deployment  string `json:"deployment"`
+	Want        int    `json:"want_replicas"`
+	Have        int    `json:"have_replicas"`
+	Min         int    `json:"min_replicas"`
+	BlockedGPUs int    `json:"blocked_gpus"`
+	// Rate is preemption's share of running training GPUs over the last
+	// hour; RateAfter what the listed preemptions would make it.
+	Rate      float64 `json:"rate"`
+	RateAfter float64 `json:"rate_after"`
+	Limit     float64 `json:"limit"`
+	// Restores is how many missing replicas the listed preemptions place.
+	Restores     int          `json:"restores"`
 	WouldPreempt []PageVictim `json:"would_preempt"`
 	Actions      []PageAction `json:"actions"`
 }
@@ -71,6 +76,38 @@ func (p *planner) alert(a Alert) { p.d.Alerts = append(p.d.Alerts, a) }
 type throttle struct {
 	want, have, min, missing, gpus int
 	victims                        []*victim
+	// restores is how many of the missing replicas preempting the
+	// victims would place; victimGPUs what they hold.
+	restores, victimGPUs int
+}
+
+// budgetLine is the one sentence the pending reason, the page's message
+// and the CLI print for a scale-up the budget holds back, so that they
+// cannot disagree: the rate now, the rate the listed preemptions would
+// make, and the limit, each as a share of running training GPUs per hour.
+func (p *planner) budgetLine(id string, t *throttle) string {
+	return fmt.Sprintf("the preemption budget holds back %d GPUs: preemption took %.0f%%/h of running training GPUs in the last hour, "+
+		"and the %s that would make room would take it to %.0f%%/h, over the %.0f%%/h limit (page budget/%s)",
+		t.missing*t.gpus, 100*p.budget.rate(0), plural(len(t.victims), "job"), 100*p.budget.rate(t.victimGPUs), 100*p.cfg.Budget.Page, id)
+}
+
+// floorState says where a deployment stands against its min_replicas.
+func floorState(have, min int) string {
+	switch {
+	case have < min:
+		return fmt.Sprintf("%d below min_replicas %d", min-have, min)
+	case have == min:
+		return fmt.Sprintf("at min_replicas %d", min)
+	}
+	return fmt.Sprintf("above min_replicas %d", min)
+}
+
+// plural is "1 job", "2 jobs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // pageThrottled raises R6's page for every deployment whose scale-up above
@@ -93,7 +130,7 @@ func (p *planner) pageThrottled() {
 		}
 		gpus, cost := 0, 0.0
 		pg := &Page{Deployment: id, Want: t.want, Have: t.have, Min: t.min, BlockedGPUs: t.missing * t.gpus,
-			Rate: p.budget.rate(0), Limit: p.cfg.Budget.Page}
+			Rate: p.budget.rate(0), RateAfter: p.budget.rate(t.victimGPUs), Limit: p.cfg.Budget.Page, Restores: t.restores}
 		for _, v := range t.victims {
 			since := p.now.Sub(v.job.LastCheckpointAt)
 			if v.job.LastCheckpointAt.IsZero() {
@@ -106,24 +143,21 @@ func (p *planner) pageThrottled() {
 			cost += c
 		}
 		cost = math.Round(cost*10) / 10
-		needed := math.Ceil(p.budget.rate(gpus)*20) / 20 // next 5%
+		_ = gpus                                  // the victims' GPUs are t.victimGPUs, counted once by throttle
+		needed := math.Ceil(pg.RateAfter*20) / 20 // the next 5% that lets them through
+		restores := fmt.Sprintf("restores %d of the %d missing replicas", t.restores, t.missing)
 		pg.Actions = []PageAction{
-			{ID: "raise_budget", Label: fmt.Sprintf("raise budget to %.0f%%", 100*needed), Budget: needed, CostGPUHours: cost, Replicas: t.missing},
-			{ID: "preempt", Label: "preempt listed jobs", CostGPUHours: cost, Replicas: t.missing},
-			{ID: "accept_degraded", Label: "accept degraded", Replicas: 0},
-		}
-		floor := "SAFE"
-		if t.have < t.min {
-			floor = "BREACHED"
+			{ID: "raise_budget", Label: fmt.Sprintf("raise the budget to %.0f%%/h: %s", 100*needed, restores), Budget: needed, CostGPUHours: cost, Replicas: t.restores},
+			{ID: "preempt", Label: "preempt the listed jobs once: " + restores, CostGPUHours: cost, Replicas: t.restores},
+			{ID: "accept_degraded", Label: fmt.Sprintf("accept %d of %d replicas until the target rises", t.have, t.want), Replicas: 0},
 		}
 		var lines []string
 		for _, v := range pg.WouldPreempt {
-			lines = append(lines, fmt.Sprintf("%s (%s, %d GPU, %s in, ckpt %s ago, %.1f GPU-h)", v.Job, v.Team, v.GPUs,
+			lines = append(lines, fmt.Sprintf("%s (%s, %d GPUs, running %s, last checkpoint %s ago, %.1f GPU-h)", v.Job, v.Team, v.GPUs,
 				shortDuration(v.Runtime), shortDuration(v.SinceCheckpoint), v.CostGPUHours))
 		}
-		msg := fmt.Sprintf("inference scale-up throttled by preemption budget: want %d replicas, have %d, min_replicas %d (floor is %s); "+
-			"blocked: %d GPUs behind preemption budget (%.0f%%/h, limit %.0f%%/h); would preempt: %s; cost of preempting: ~%.1f GPU-hours of lost training progress",
-			t.want, t.have, t.min, floor, pg.BlockedGPUs, 100*pg.Rate, 100*pg.Limit, strings.Join(lines, "; "), cost)
+		msg := fmt.Sprintf("%s wants %d replicas and has %d (%s); %s. Preempting %s (~%.1f GPU-hours of training progress lost) %s",
+			id, t.want, t.have, floorState(t.have, t.min), p.budgetLine(id, t), strings.Join(lines, "; "), cost, restores)
 		p.alert(Alert{ID: "budget/" + id, Severity: SeverityPage, Kind: "inference_throttled", Subject: id, Message: msg, Page: pg})
 	}
 }

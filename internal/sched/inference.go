@@ -84,8 +84,10 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 						Reason: waitReason(res, r)})
 					continue
 				case throttled:
-					p.throttle(d, reps, upTo, next)
-					why = &Reason{Code: ReasonUnschedulable, Constraint: "budget", Message: msg}
+					// The reason and the page say the same numbers: both
+					// come from the throttle worked out here.
+					t := p.throttle(d, reps, upTo, next)
+					why = &Reason{Code: ReasonUnschedulable, Constraint: "budget", Message: p.budgetLine(d.ID, t)}
 				default:
 					why = &Reason{Code: ReasonUnschedulable, Constraint: "preemption", Message: msg}
 				}
@@ -112,7 +114,7 @@ func waitReason(res *Reservation, r *room) Reason {
 
 // throttle works out, without committing anything, which jobs the blocked
 // scale-up of d would preempt: the page lists them with their cost.
-func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, from int) {
+func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, from int) *throttle {
 	cp := p.ix.Checkpoint()
 	t := &throttle{want: upTo, have: len(reps), min: d.MinReplicas, missing: upTo - len(reps), gpus: d.ReplicaShape.GPUs}
 	var marked []*victim
@@ -135,13 +137,16 @@ func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, fro
 		for _, pt := range r.place.Parts {
 			p.ix.Assign(model.Allocation{NodeID: pt.Node, GPUs: pt.GPUs})
 		}
+		t.restores++
 	}
 	for _, v := range marked {
 		v.taken = false
+		t.victimGPUs += v.gpus
 	}
 	t.victims = marked
 	p.ix.Rollback(cp)
 	p.throttled[d.ID] = t
+	return t
 }
 
 // scaleDown stops replicas beyond the target. Which ones is a free

@@ -107,8 +107,6 @@
       const kids = [el("h3", {}, (p ? "PAGE · " : a.severity.toUpperCase() + " · ") + a.kind + (a.subject ? " · " + a.subject : "")),
         el("div", {}, a.message)];
       if (p) {
-        kids.push(el("div", {}, "wants " + p.want_replicas + " replicas, has " + p.have_replicas + " (min " + p.min_replicas +
-          "); " + p.blocked_gpus + " GPUs blocked; preemption rate " + pct(p.rate) + "/h against a limit of " + pct(p.limit) + "/h"));
         if (p.would_preempt && p.would_preempt.length) {
           kids.push(el("table", {}, el("tr", {}, ["would preempt", "team", "GPUs", "running", "since checkpoint", "cost"].map((h) => el("th", {}, h))),
             p.would_preempt.map((v) => el("tr", {}, el("td", {}, v.job), el("td", {}, v.team), el("td", {}, v.gpus),
@@ -119,7 +117,7 @@
             class: "action" + (x.id === "preempt" ? " primary" : ""), "data-action": x.id,
             title: "costs " + hours(x.cost_gpu_hours) + ", " + x.replicas + " replicas",
             onclick: (ev) => act(a.id, x.id, ev.target),
-          }, x.label + " (" + hours(x.cost_gpu_hours) + ", " + x.replicas + " replicas)"))));
+          }, x.label + " (" + hours(x.cost_gpu_hours) + " of training progress)"))));
         }
       }
       if (a.choice) kids.push(el("div", { class: "choice" }, "chosen: " + a.choice.action + " by " + a.choice.by + " at " + when(a.choice.at)));
