@@ -42,6 +42,11 @@ be preempted after 1 minute (10 in production).`,
 			}
 			cfg.Berth = exe
 			cfg.Sched = sched.Config{MinRuntime: time.Minute}
+			if demo && !cmd.Flags().Changed("nodes") && !cmd.Flags().Changed("pods") {
+				// The demo's standing mix fills about a pod and a half:
+				// a third pod stays empty for the tour's 64-GPU gang.
+				cfg.Nodes, cfg.Pods = 24, 3
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()
@@ -79,8 +84,8 @@ Ctrl-C stops it; state stays in %s.
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Nodes, "nodes", 16, "nodes in the fake fleet (the design's fleet: 128)")
-	f.IntVar(&cfg.Pods, "pods", 2, "pods (leaf switches) the nodes are spread over")
+	f.IntVar(&cfg.Nodes, "nodes", 16, "nodes in the fake fleet (the design's fleet: 128; --demo: 24)")
+	f.IntVar(&cfg.Pods, "pods", 2, "pods (leaf switches) the nodes are spread over (--demo: 3)")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "GPUs per node (1-64)")
 	f.StringVar(&cfg.Model, "model", "H100", "GPU model of the fake fleet")
 	f.IntVar(&cfg.SharingNodes, "sharing-nodes", 2, "the last nodes form the sharing pool, where jobs may ask for a share of a GPU (--gpu-milli)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -185,10 +186,14 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 }
 
 func newJobShowCmd(conn *connFlags) *cobra.Command {
-	return simple(conn, "show JOB", "Show a job: shape, state, allocations, why pending, effective priority, history", cobra.ExactArgs(1),
+	return simple(conn, "show JOB", "Show a job by id or by name: shape, state, allocations, why pending, effective priority, history", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string, do clientDo) (any, func(*tabwriter.Writer), error) {
+			id, err := resolveJob(cmd.Context(), do, args[0])
+			if err != nil {
+				return nil, nil, err
+			}
 			var j api.Job
-			if err := do(cmd.Context(), http.MethodGet, "/v1/jobs/"+url.PathEscape(args[0]), nil, &j); err != nil {
+			if err := do(cmd.Context(), http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
 				return nil, nil, err
 			}
 			return j, func(tw *tabwriter.Writer) {
@@ -305,4 +310,37 @@ func gpusOf(gpus, milli int) string {
 		return fmt.Sprintf("%dm", milli)
 	}
 	return fmt.Sprint(gpus)
+}
+
+// resolveJob takes a job id, or a job's name among the jobs the token
+// sees (its team's, or all for an admin): unfinished ones first, since a
+// name is usually reused once the job it named is done.
+func resolveJob(ctx context.Context, do clientDo, arg string) (string, error) {
+	if strings.HasPrefix(arg, "j-") {
+		return arg, nil
+	}
+	var list api.JobList
+	if err := do(ctx, http.MethodGet, "/v1/jobs", nil, &list); err != nil {
+		return "", err
+	}
+	var live, all []string
+	for _, j := range list.Jobs {
+		if j.Name == arg {
+			all = append(all, j.ID)
+			if !j.State.Terminal() {
+				live = append(live, j.ID)
+			}
+		}
+	}
+	switch {
+	case len(live) == 1:
+		return live[0], nil
+	case len(live) > 1:
+		return "", fmt.Errorf("job %s: %d unfinished jobs have that name (%s): give the id", api.Quote(arg), len(live), strings.Join(live, ", "))
+	case len(all) == 1:
+		return all[0], nil
+	case len(all) > 1:
+		return "", fmt.Errorf("job %s: %d finished jobs have that name (%s): give the id", api.Quote(arg), len(all), strings.Join(all, ", "))
+	}
+	return "", fmt.Errorf("job %s: no job with that id or name", api.Quote(arg))
 }

@@ -38,9 +38,11 @@ func (s *Stack) RunDemo(ctx context.Context, d Demo) error {
 	}
 	ck := s.cfg.DataDir + "/checkpoints"
 	jobs := []api.JobRequest{
-		{Name: "pretrain-32", Org: "ml", Team: "research", GPUs: 32, Topology: "pod", Priority: 50, Preemptible: true,
+		// Declared runtimes let a waiting gang's reservation know when its
+		// GPUs free up, so short work can backfill it.
+		{Name: "pretrain-32", Org: "ml", Team: "research", GPUs: 32, Topology: "pod", Priority: 50, Preemptible: true, MaxRuntime: "2h",
 			Checkpoint: &api.CheckpointRequest{Path: ck + "/pretrain-32", Bytes: 200e9}, Command: s.train(3600, time.Second)},
-		{Name: "finetune-8", Org: "ml", Team: "nlp", GPUs: 8, Topology: "node", Priority: 40, Preemptible: true,
+		{Name: "finetune-8", Org: "ml", Team: "nlp", GPUs: 8, Topology: "node", Priority: 40, Preemptible: true, MaxRuntime: "40m",
 			Checkpoint: &api.CheckpointRequest{Path: ck + "/finetune-8", Bytes: 40e9}, Command: s.train(1200, time.Second)},
 	}
 	for _, j := range jobs {
@@ -77,7 +79,7 @@ func (s *Stack) sweeps(ctx context.Context, every time.Duration) {
 	for n := 0; ; n++ {
 		for i := range 8 {
 			j := api.JobRequest{Name: fmt.Sprintf("sweep-%d-%d", n, i), Org: "ml", Team: "research", GPUs: 1, Topology: "node",
-				Priority: 10, Preemptible: true, MaxRuntime: "30m",
+				Priority: 10, Preemptible: true, MaxRuntime: "10m",
 				Checkpoint: &api.CheckpointRequest{Path: s.cfg.DataDir + "/checkpoints/sweeps", Bytes: 1e9},
 				Command:    s.train(60+30*(i%5), time.Second)}
 			if _, err := s.API.SubmitJob(ctx, j, ""); err != nil && ctx.Err() == nil {

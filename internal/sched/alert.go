@@ -86,9 +86,17 @@ type throttle struct {
 // cannot disagree: the rate now, the rate the listed preemptions would
 // make, and the limit, each as a share of running training GPUs per hour.
 func (p *planner) budgetLine(id string, t *throttle) string {
+	return BudgetLine(&Page{Deployment: id, BlockedGPUs: t.missing * t.gpus, Rate: p.budget.rate(0),
+		RateAfter: p.budget.rate(t.victimGPUs), Limit: p.cfg.Budget.Page, WouldPreempt: make([]PageVictim, len(t.victims))})
+}
+
+// BudgetLine is that sentence from a page's own fields: the server gives
+// a throttled deployment's pending reason from the page it shows (which
+// is refreshed less often than passes run), so the two always agree.
+func BudgetLine(pg *Page) string {
 	return fmt.Sprintf("the preemption budget holds back %d GPUs: preemption took %.0f%%/h of running training GPUs in the last hour, "+
 		"and the %s that would make room would take it to %.0f%%/h, over the %.0f%%/h limit (page budget/%s)",
-		t.missing*t.gpus, 100*p.budget.rate(0), plural(len(t.victims), "job"), 100*p.budget.rate(t.victimGPUs), 100*p.cfg.Budget.Page, id)
+		pg.BlockedGPUs, 100*pg.Rate, plural(len(pg.WouldPreempt), "job"), 100*pg.RateAfter, 100*pg.Limit, pg.Deployment)
 }
 
 // floorState says where a deployment stands against its min_replicas.
@@ -157,7 +165,7 @@ func (p *planner) pageThrottled() {
 				shortDuration(v.Runtime), shortDuration(v.SinceCheckpoint), v.CostGPUHours))
 		}
 		msg := fmt.Sprintf("%s wants %d replicas and has %d (%s); %s. Preempting %s (~%.1f GPU-hours of training progress lost) %s",
-			id, t.want, t.have, floorState(t.have, t.min), p.budgetLine(id, t), strings.Join(lines, "; "), cost, restores)
+			id, t.want, t.have, floorState(t.have, t.min), BudgetLine(pg), strings.Join(lines, "; "), cost, restores)
 		p.alert(Alert{ID: "budget/" + id, Severity: SeverityPage, Kind: "inference_throttled", Subject: id, Message: msg, Page: pg})
 	}
 }

@@ -92,7 +92,13 @@ func (ix *Index) place(req *model.Request, pools Pools, opts placeOpts) (Placeme
 	if routes == nil {
 		routes = pools.routes(req)
 	}
+	others := false // the any route reached nodes outside the pool it skips
 	for _, r := range routes {
+		if others && r.pool != "" && r.pool == routes[0].skip {
+			// The sharing pool is where shares fit: whole-GPU work goes
+			// there only on a fleet with no other nodes for it.
+			continue
+		}
 		if !r.any && r.pool == pools.SharingPool() && req.Topology == model.TopologyNode {
 			if pl.placeSharing(r.pool) {
 				return pl.placement(r), nil
@@ -100,6 +106,7 @@ func (ix *Index) place(req *model.Request, pools Pools, opts placeOpts) (Placeme
 			continue
 		}
 		groups := ix.groupsFor(r, req, pools.Swap)
+		others = others || r.any && r.skip != "" && len(groups) > 0
 		if pl.placeIn(groups) {
 			return pl.placement(r), nil
 		}

@@ -58,15 +58,22 @@ func (p *Pools) configured() bool {
 
 // route is one pool a request may use, in order of preference.
 type route struct {
-	pool     string
-	any      bool // every pool but Swap (pools not configured)
+	pool string
+	any  bool // every pool but Swap (pools not configured)
+	// skip is a pool an any route leaves out (the sharing pool, tried
+	// after it).
+	skip     string
 	borrowed bool
 }
 
 // routes says where a request may go, best first.
 func (p *Pools) routes(req *model.Request) []route {
 	if !p.configured() {
-		return []route{{any: true}}
+		// Whole-GPU work goes to the sharing pool's nodes only on a
+		// fleet with no other nodes for it (place): those nodes are
+		// where shares fit, and a fleet's long tail found them full of
+		// whole-GPU sweeps and replicas.
+		return []route{{any: true, skip: p.SharingPool()}, {pool: p.SharingPool()}}
 	}
 	smallMax, infMin := p.smallMax(), p.InferenceMinGPUs
 	if infMin == 0 {
@@ -111,7 +118,7 @@ func (ix *Index) groupsFor(r route, req *model.Request, swap string) []*group {
 	var out []*group
 	for _, g := range ix.groups {
 		if r.any {
-			if swap != "" && g.pool == swap {
+			if swap != "" && g.pool == swap || r.skip != "" && g.pool == r.skip {
 				continue
 			}
 		} else if g.pool != r.pool {

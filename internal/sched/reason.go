@@ -211,9 +211,12 @@ func (ix *Index) where(req *model.Request, routes []route) string {
 	}
 	var pools []string
 	for _, r := range routes {
-		if !r.any {
-			pools = append(pools, r.pool)
+		if r.any {
+			// Every pool: naming the one tried after would mislead.
+			pools = nil
+			break
 		}
+		pools = append(pools, r.pool)
 	}
 	if len(pools) > 0 {
 		s += " in pool " + strings.Join(pools, " or ")

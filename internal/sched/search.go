@@ -84,7 +84,13 @@ func (ix *Index) bestNode(g *group, k, pod int, fit fitFunc) (int, nodeScore) {
 	if k < 1 || k > g.size {
 		return -1, nodeScore{tierNone, 0}
 	}
-	// Exact fill: any shape class.
+	// Exact fill: any shape class. A request of a whole node fills an
+	// untouched one: from the tightest pod, like the untouched tier.
+	if k == g.size && pod < 0 {
+		if i := ix.firstInTightest(g, g.bucketOf(k, 0), k, fit); i >= 0 {
+			return i, nodeScore{tierExact, 0}
+		}
+	}
 	if i := ix.minOver(g, k, 0, g.mixed(), -1, pod, k, fit); i >= 0 {
 		return i, nodeScore{tierExact, 0}
 	}
@@ -99,11 +105,39 @@ func (ix *Index) bestNode(g *group, k, pod int, fit fitFunc) (int, nodeScore) {
 		}
 	}
 	for f := k + 1; f <= g.size; f++ {
-		if i := ix.firstIn(g, g.bucketOf(f, 0), pod, k, fit); i >= 0 {
+		b := g.bucketOf(f, 0)
+		i := -1
+		if pod < 0 {
+			i = ix.firstInTightest(g, b, k, fit)
+		} else {
+			i = ix.firstIn(g, b, pod, k, fit)
+		}
+		if i >= 0 {
 			return i, nodeScore{tierEmpty, f - k}
 		}
 	}
 	return -1, nodeScore{tierNone, 0}
+}
+
+// firstInTightest is firstIn across pods, taking the node from the pod
+// with the fewest free GPUs (ties: the lowest pod). Breaking into an
+// untouched node anywhere costs the same R1 score, but breaking it in an
+// already busy pod keeps the emptiest pods whole for the pod gangs that
+// need a whole leaf switch: a 64-GPU gang on a 16-node dev fleet found no
+// empty pod because 1-GPU sweeps had opened a node in each.
+func (ix *Index) firstInTightest(g *group, b, k int, fit fitFunc) int {
+	best, bestFree := -1, 0
+	pw := &g.podsWith[b]
+	for p := pw.next(0); p >= 0; p = pw.next(p + 1) {
+		ps := g.pods[p]
+		if best >= 0 && ps.free >= bestFree {
+			continue
+		}
+		if i := ix.firstInPod(ps, b, k, fit); i >= 0 {
+			best, bestFree = i, ps.free
+		}
+	}
+	return best
 }
 
 // minOver returns the lowest fitting node with f free GPUs over shape

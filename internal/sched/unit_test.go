@@ -141,8 +141,8 @@ func TestRoutes(t *testing.T) {
 			}
 		})
 	}
-	if got := (&Pools{}).routes(&model.Request{Shape: model.Shape{GPUs: 1}}); len(got) != 1 || !got[0].any {
-		t.Fatalf("unconfigured pools route to %+v, want every pool", got)
+	if got := (&Pools{}).routes(&model.Request{Shape: model.Shape{GPUs: 1}}); len(got) != 2 || !got[0].any || got[0].skip != "sharing" || got[1].pool != "sharing" {
+		t.Fatalf("unconfigured pools route to %+v, want every pool but the sharing pool, then the sharing pool", got)
 	}
 }
 
@@ -230,5 +230,32 @@ func TestShareNeverOverflows(t *testing.T) {
 		if got := share(tc.total, tc.n, tc.k); got != tc.want || got < 0 {
 			t.Errorf("share(%d, %d, %d) = %d, want %d", tc.total, tc.n, tc.k, got, tc.want)
 		}
+	}
+}
+
+// TestWholeGPUWorkLeavesTheSharingPool: on a fleet without shape pools, a
+// whole-GPU job never takes a sharing-pool node while the fleet has other
+// nodes for it, even full ones: those nodes are where shares fit. On a
+// fleet that shares every node (openb's), whole-GPU work runs there.
+func TestWholeGPUWorkLeavesTheSharingPool(t *testing.T) {
+	nodes := []model.Node{{ID: "a", Pod: "p", Model: "H100", GPUs: 8, Pool: "sharing"}, {ID: "b", Pod: "p", Model: "H100", GPUs: 8}}
+	ix := NewIndex(nodes, nil, Config{})
+	req := model.Request{Shape: model.Shape{GPUs: 1, Topology: model.TopologyNode}, Kind: model.OwnerTraining, OwnerID: "j"}
+	for i := 0; i < 9; i++ {
+		pl, why := ix.Place(&req, Pools{})
+		if i == 8 {
+			if why == nil {
+				t.Fatalf("job 9 placed on %s: the sharing node is for shares", pl.Parts[0].Node)
+			}
+			break
+		}
+		if why != nil || pl.Parts[0].Node != "b" {
+			t.Fatalf("job %d: %+v %v, want node b", i, pl.Parts, why)
+		}
+		ix.Assign(model.Allocation{NodeID: pl.Parts[0].Node, GPUs: pl.Parts[0].GPUs})
+	}
+	shared := NewIndex(nodes[:1], nil, Config{})
+	if pl, why := shared.Place(&req, Pools{}); why != nil || pl.Parts[0].Node != "a" {
+		t.Fatalf("a fleet of sharing nodes only: %+v %v", pl.Parts, why)
 	}
 }

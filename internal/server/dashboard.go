@@ -9,6 +9,7 @@ import (
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
 	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
 	"github.com/berthsched/berth/internal/store"
 )
 
@@ -213,7 +214,7 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 		for _, p := range last.Decision.Pending {
 			key := p.OwnerID
 			if p.Kind == model.OwnerInference {
-				q := QueueEntry{ID: p.OwnerID, Kind: string(p.Kind), Replicas: max(p.Missing, 1), Reason: p.Reason.Message}
+				q := QueueEntry{ID: p.OwnerID, Kind: string(p.Kind), Replicas: max(p.Missing, 1), Reason: s.inferenceReason(p.OwnerID, &p.Reason)}
 				out = append(out, q)
 				continue
 			}
@@ -257,4 +258,16 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 func jobEntry(j model.Job, now time.Time) QueueEntry {
 	return QueueEntry{ID: j.ID, Kind: "training", Name: j.Name, Org: j.Org, Team: j.Team, GPUs: j.Shape.GPUs, Topology: string(j.Shape.Topology),
 		Priority: j.Priority, Submitted: j.SubmittedAt, Waiting: now.Sub(j.Queued()).Round(time.Second).String()}
+}
+
+// inferenceReason is a deployment's pending reason; held back by the
+// budget, it is the sentence of the page an operator reads, from the
+// page's own numbers.
+func (s *Server) inferenceReason(id string, r *sched.Reason) string {
+	if r.Constraint == "budget" {
+		if a, ok := s.ctl.Alert("budget/" + id); ok && a.ResolvedAt == nil && a.Page != nil {
+			return sched.BudgetLine(a.Page)
+		}
+	}
+	return r.Message
 }
