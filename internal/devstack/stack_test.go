@@ -448,7 +448,10 @@ func TestDemoRunsRealWorkloads(t *testing.T) {
 func TestRestartKeepsState(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", Nodes: 4, Pods: 1, GPUsPerNode: 8,
+	// Room for the holder beside the demo's small work: after the
+	// restart every job is requeued as its agent reports the stop, in
+	// no fixed order, and the holder must not depend on going first.
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", Nodes: 12, Pods: 1, GPUsPerNode: 8,
 		Interval: 200 * time.Millisecond, Berth: os.Args[0]}
 	s1, stop1 := startStack(t, cfg)
 
@@ -552,7 +555,7 @@ func TestRestartKeepsState(t *testing.T) {
 			return err
 		}
 		if j.State != model.JobRunning || len(j.Allocations) == 0 {
-			return fmt.Errorf("holder is %s with %d allocations", j.State, len(j.Allocations))
+			return fmt.Errorf("holder is %s with %d allocations (%+v; history %v)", j.State, len(j.Allocations), j.PendingReason, j.History)
 		}
 		for _, a := range j.Allocations {
 			if oldAllocs[a.ID] {

@@ -101,13 +101,18 @@ var (
 	descPages     = prometheus.NewDesc("berth_alerts_open", "Open alerts by severity.", []string{"severity"}, nil)
 	descHBAge     = prometheus.NewDesc("berth_heartbeat_age_max_seconds", "Longest time since any live node's last heartbeat.", nil, nil)
 	descNodes     = prometheus.NewDesc("berth_nodes", "Nodes by health.", []string{"health"}, nil)
+	descTrainRun  = prometheus.NewDesc("berth_training_gpus_running", "GPUs running training now (the preemption budget's denominator).", nil, nil)
+	descAlertKind = prometheus.NewDesc("berth_alerts_open_by_kind", "Open alerts by kind (starvation, inference_throttled, node_lost, ...).", []string{"kind"}, nil)
 	descCkptBW    = prometheus.NewDesc("berth_checkpoint_bandwidth_bytes_per_second", "Checkpoint storage bandwidth preemption deadlines are set from (R3), by source: measured from reported checkpoints, or assumed (configured, nothing measured yet); and the floor below which preemption stops.", []string{"source"}, nil)
 )
+
+// alertKinds are the kinds always reported by berth_alerts_open_by_kind.
+var alertKinds = []string{"starvation", "inference_throttled", "inference_degraded_accepted", "preemption_rate", "storage_degraded", "mass_unreachable"}
 
 type fleetCollector struct{ s *Server }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descShare, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes, descCkptBW} {
+	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descShare, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes, descCkptBW, descTrainRun, descAlertKind} {
 		ch <- d
 	}
 }
@@ -152,7 +157,13 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	health := map[string]int{}
 	var hbAge float64
+	training := 0
 	s.st.Cache().Read(func(v store.View) {
+		v.Each(store.Allocations, func(_ string, e store.Entry) {
+			if a := e.Obj.(model.Allocation); a.OwnerKind != model.OwnerInference {
+				training += a.GPUs.Count()
+			}
+		})
 		v.Each(store.Jobs, func(_ string, e store.Entry) {
 			j := e.Obj.(model.Job)
 			if j.State != model.JobPending {
@@ -184,11 +195,21 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	recent, gpus := s.ctl.RecentPreemptions(now)
 	g(descPreempt, float64(recent))
 	g(descPreemptGP, float64(gpus))
-	open := map[string]int{}
+	g(descTrainRun, float64(training))
+	open, kinds := map[string]int{}, map[string]int{}
 	for _, a := range s.ctl.Alerts() {
 		if a.ResolvedAt == nil {
 			open[string(a.Severity)]++
+			kinds[a.Kind]++
 		}
+	}
+	for _, k := range alertKinds {
+		if _, ok := kinds[k]; !ok {
+			kinds[k] = 0 // a series that is 0, not absent, for alert rules
+		}
+	}
+	for k, n := range kinds {
+		g(descAlertKind, float64(n), k)
 	}
 	for _, sev := range []string{"info", "warn", "page"} {
 		g(descPages, float64(open[sev]), sev)
