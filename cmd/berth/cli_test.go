@@ -799,6 +799,15 @@ checkpoint:
 		if d.Desired != 2 {
 			t.Errorf("a refused scale changed desired to %d", d.Desired)
 		}
+		if out := s.mustCLI(t, "deploy", "delete", "fromfile"); !strings.Contains(out, "deleted fromfile") {
+			t.Errorf("deploy delete: %q", out)
+		}
+		if err := s.get("/v1/deployments/fromfile", &d); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("after deploy delete fromfile: %v, want 404", err)
+		}
+		if _, err := s.cli(t, "deploy", "delete", "fromfile"); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("deleting it again: %v, want 404", err)
+		}
 	})
 
 	// Last: drain and quarantine change where work may go.

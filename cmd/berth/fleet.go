@@ -134,7 +134,16 @@ func newDeployCmd() *cobra.Command {
 			}, nil
 		})
 	ls.Aliases = []string{"list"}
-	cmd.AddCommand(create, scale, ls)
+	del := simple(&conn, "delete DEPLOYMENT", "Delete a deployment: its replicas stop (an autoscaler token for it reaches nothing after)", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string, do clientDo) (any, func(*tabwriter.Writer), error) {
+			if err := do(cmd.Context(), http.MethodDelete, "/v1/deployments/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return nil, nil, err
+			}
+			out := map[string]string{"deleted": args[0]}
+			return out, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted %s: its replicas stop\n", args[0]) }, nil
+		})
+	del.Aliases = []string{"rm"}
+	cmd.AddCommand(create, scale, ls, del)
 	return cmd
 }
 

@@ -203,3 +203,17 @@ func TestAgentGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownSubcommandsFail: a mistyped subcommand is an error (a
+// non-zero exit), not the group's help and a zero exit.
+func TestUnknownSubcommandsFail(t *testing.T) {
+	for _, args := range [][]string{{"nosuch"}, {"job", "logz"}, {"deploy", "remove", "x"}, {"token", "rm"}, {"agent", "nope"}} {
+		out, err := run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("berth %v: %v, output %q: want an unknown command error", args, err, out)
+		}
+	}
+	if out, err := run(t, "job"); err != nil || !strings.Contains(out, "Usage:") {
+		t.Errorf("berth job: %v %q: want its help", err, out)
+	}
+}
