@@ -689,6 +689,16 @@ checkpoint:
 		if _, err := s.cli(t, "job", "cancel", big); err == nil || !strings.Contains(err.Error(), big) {
 			t.Errorf("cancelling a cancelled job: error %v should name it", err)
 		}
+		// Like squeue, job ls shows what is queued or running; --all and
+		// --state show finished jobs too.
+		if out := s.mustCLI(t, "job", "ls"); strings.Contains(out, big) {
+			t.Errorf("job ls lists the cancelled %s:\n%s", big, out)
+		}
+		for _, args := range [][]string{{"job", "ls", "--all"}, {"job", "ls", "--state", "cancelled"}} {
+			if out := s.mustCLI(t, args...); !strings.Contains(out, big) {
+				t.Errorf("%v lacks the cancelled %s:\n%s", args, big, out)
+			}
+		}
 		if ja := s.job(t, a); ja.State != model.JobRunning {
 			t.Errorf("cancelling %s changed %s to %s", big, a, ja.State)
 		}

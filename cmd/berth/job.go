@@ -144,6 +144,7 @@ func countSet(cmd *cobra.Command, names ...string) int {
 
 func newJobLsCmd(conn *connFlags) *cobra.Command {
 	var team, state string
+	var all bool
 	cmd := simple(conn, "ls", "List jobs, like squeue: id, team, GPUs, topology, state, age and why pending", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string, do clientDo) (any, func(*tabwriter.Writer), error) {
 			q := url.Values{}
@@ -156,6 +157,17 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 			var list api.JobList
 			if err := do(cmd.Context(), http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &list); err != nil {
 				return nil, nil, err
+			}
+			if !all && state == "" {
+				// Like squeue: what is queued or running. Finished jobs
+				// with --all or --state.
+				live := list.Jobs[:0]
+				for _, j := range list.Jobs {
+					if !j.State.Terminal() {
+						live = append(live, j)
+					}
+				}
+				list.Jobs = live
 			}
 			return list, func(tw *tabwriter.Writer) {
 				fmt.Fprintln(tw, "ID\tNAME\tTEAM\tGPUS\tTOPOLOGY\tSTATE\tAGE\tWHERE / WHY PENDING")
@@ -182,6 +194,7 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 	cmd.Aliases = []string{"list"}
 	cmd.Flags().StringVar(&team, "team", "", "only this team's jobs")
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running, completed, failed, cancelled")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "finished jobs too (completed, failed, cancelled)")
 	return cmd
 }
 
