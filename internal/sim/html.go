@@ -50,6 +50,9 @@ func (r *Report) WriteHTML(dir string) error {
 		}
 	}
 	for i, c := range SizeClasses {
+		if !r.hasQueue(c) {
+			continue // no job of that size: no plot (it was an empty -1..1 axis)
+		}
 		p, err := r.queueCDF(c)
 		if err := add(fmt.Sprintf("queue_cdf_%d.png", i), "queue time CDF, "+c+" GPUs", p, err); err != nil {
 			return err
@@ -79,7 +82,7 @@ type figure struct{ File, Title string }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100": func(x float64) float64 { return 100 * x }}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>berth sim: {{.R.Workload}}</title>
-<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}pre{background:#f6f6f6;padding:1em;overflow-x:auto}img{max-width:100%}</style>
+<style>body{font-family:sans-serif;max-width:1400px;margin:2em auto}pre{background:#f6f6f6;padding:1em;font-size:11px;overflow-x:auto}img{max-width:100%}</style>
 </head><body>
 <h1>berth sim: {{.R.Workload}} workload</h1>
 <p>{{.R.Nodes}} nodes, {{.R.GPUs}} GPUs, {{printf "%.0f" .R.Hours}} simulated hours, seed {{.R.Seed}}. Topology penalty for tensor-parallel jobs spread over nodes: +{{printf "%.0f" (mul100 .R.Penalty)}}% step time.</p>
@@ -92,35 +95,73 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 func (r *Report) timePlot(title, ylabel string, get func(Sample) float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, "simulated hours", ylabel
-	for i, m := range r.Policies {
+	for _, m := range r.Policies {
 		pts := make(plotter.XYs, len(m.Series))
 		for k, s := range m.Series {
 			pts[k].X, pts[k].Y = s.Hours, get(s)
 		}
-		if err := addLine(p, i, m.Policy, pts); err != nil {
+		if err := addLine(p, m.Policy, pts); err != nil {
 			return nil, err
 		}
 	}
-	p.Legend.Top = true
+	legendRoom(p, len(r.Policies))
 	return p, nil
 }
 
+// legendRoom raises the y axis so that the legend (top right, one line
+// per entry) sits above the data instead of over it.
+func legendRoom(p *plot.Plot, entries int) {
+	p.Legend.Top = true
+	p.Y.Min = min(p.Y.Min, 0)
+	p.Y.Max = p.Y.Min + (p.Y.Max-p.Y.Min)*(1+0.09*float64(entries))
+}
+
+// policyColors give every policy one colour in every plot of every
+// report; berth's is the highlight no other policy uses.
+var policyColors = map[string]color.RGBA{
+	"berth":        {0xd6, 0x27, 0x28, 0xff}, // red, drawn thicker
+	"best-fit":     {0x1f, 0x77, 0xb4, 0xff},
+	"static-split": {0x2c, 0xa0, 0x2c, 0xff},
+	"first-fit":    {0xff, 0x7f, 0x0e, 0xff},
+	"worst-fit":    {0x94, 0x67, 0xbd, 0xff},
+	"random":       {0x7f, 0x7f, 0x7f, 0xff},
+}
+
+func policyColor(name string) color.Color {
+	if c, ok := policyColors[name]; ok {
+		return c
+	}
+	return color.RGBA{0x8c, 0x56, 0x4b, 0xff}
+}
+
 // addLine draws one policy's line in that policy's colour.
-func addLine(p *plot.Plot, i int, name string, pts plotter.XYs) error {
+func addLine(p *plot.Plot, name string, pts plotter.XYs) error {
 	l, err := plotter.NewLine(pts)
 	if err != nil {
 		return err
 	}
-	l.Color = plotutil.Color(i)
+	l.Color = policyColor(name)
+	if name == "berth" {
+		l.Width = vg.Points(2.5)
+	}
 	p.Add(l)
 	p.Legend.Add(name, l)
 	return nil
 }
 
+func (r *Report) hasQueue(class string) bool {
+	for _, m := range r.Policies {
+		if len(m.queue[class]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *Report) queueCDF(class string) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = "queue time, "+class+" GPUs", "hours waited", "fraction of jobs"
-	for i, m := range r.Policies {
+	for _, m := range r.Policies {
 		xs := append([]float64(nil), m.queue[class]...)
 		if len(xs) == 0 {
 			continue
@@ -130,11 +171,11 @@ func (r *Report) queueCDF(class string) (*plot.Plot, error) {
 		for k, x := range xs {
 			pts[k].X, pts[k].Y = x, float64(k+1)/float64(len(xs))
 		}
-		if err := addLine(p, i, m.Policy, pts); err != nil {
+		if err := addLine(p, m.Policy, pts); err != nil {
 			return nil, err
 		}
 	}
-	p.Legend.Top, p.Legend.Left = false, false
+	legendRoom(p, len(r.Policies))
 	return p, nil
 }
 
@@ -170,6 +211,8 @@ func (r *Report) bars() (*plot.Plot, error) {
 		p.Legend.Add(mt.name, b)
 	}
 	p.NominalX(names...)
-	p.Legend.Top = true
+	// Headroom above 100% for the legend, so it never covers a bar.
+	p.Y.Min, p.Y.Max = 0, 100
+	legendRoom(p, len(metrics))
 	return p, nil
 }

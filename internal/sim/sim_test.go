@@ -3,6 +3,8 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"strings"
@@ -239,6 +241,26 @@ func TestHTMLReport(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("%s: not a PNG (%d bytes, %v)", f, len(b), err)
+		}
+	}
+	// A size class no job had gets no plot (it was an empty -1..1 axis).
+	for i, c := range SizeClasses {
+		_, err := os.Stat(filepath.Join(dir, fmt.Sprintf("queue_cdf_%d.png", i)))
+		if has := rep.hasQueue(c); has != (err == nil) {
+			t.Errorf("class %s: jobs %v, plot written %v", c, has, err == nil)
+		}
+	}
+	// One colour per policy; berth's is no other's.
+	seen := map[color.RGBA]string{}
+	for name, c := range policyColors {
+		if o, dup := seen[c]; dup {
+			t.Errorf("%s and %s share a colour", name, o)
+		}
+		seen[c] = name
+	}
+	for _, name := range PolicyNames {
+		if _, ok := policyColors[name]; !ok {
+			t.Errorf("policy %s has no fixed colour", name)
 		}
 	}
 	var decoded Report
