@@ -514,14 +514,6 @@ checkpoint:
 		if err == nil || !strings.Contains(err.Error(), "gpu:") || !strings.Contains(err.Error(), "unknown field") {
 			t.Errorf("a YAML spec with gpu: error %v should name the unknown field", err)
 		}
-		_, err = s.cli(t, "job", "submit", "-f", spec, "--gpus", "8")
-		if err == nil || !strings.Contains(err.Error(), "-f") {
-			t.Errorf("-f with --gpus: error %v should refuse the mix", err)
-		}
-		_, err = s.cli(t, "job", "submit", "-f", spec, "--", "python", "x.py")
-		if err == nil || !strings.Contains(err.Error(), "-f") {
-			t.Errorf("-f with a command: error %v should refuse the mix", err)
-		}
 		_, err = s.cli(t, "job", "submit", "-f", filepath.Join(t.TempDir(), "missing.yaml"))
 		if err == nil || !strings.Contains(err.Error(), "missing.yaml") {
 			t.Errorf("-f with a missing file: error %v", err)
@@ -529,6 +521,24 @@ checkpoint:
 		if n := s.jobCount(t); n != before {
 			t.Errorf("refused submits changed the job list: %d jobs, had %d", n, before)
 		}
+
+		// Flags given with -f override the file; what `job show -o yaml`
+		// prints submits the same job again.
+		over := submitted(t, s.mustCLI(t, "job", "submit", "-f", spec, "--name", "y-over", "--gpus", "2", "--cpu-milli", "4000", "--", "python", "x.py"))
+		jo := s.job(t, over)
+		if jo.Name != "y-over" || jo.Shape.GPUs != 2 || jo.Shape.CPUMilli != 4000 || jo.Team != "t" || jo.Checkpoint == nil || jo.Checkpoint.Path != "/ckpt/y" ||
+			jo.Workload == nil || jo.Workload.Command[0] != "python" {
+			t.Errorf("-f with flags over it: %+v (workload %+v)", jo.Job, jo.Workload)
+		}
+		s.mustCLI(t, "job", "cancel", over)
+		shown := writeFile(t, "shown.yaml", s.mustCLI(t, "job", "show", y, "-o", "yaml"))
+		again := submitted(t, s.mustCLI(t, "job", "submit", "-f", shown, "--name", "y-again"))
+		ja := s.job(t, again)
+		if ja.Name != "y-again" || !reflect.DeepEqual(ja.Shape, jy.Shape) || ja.Preemptible != jy.Preemptible || *ja.Checkpoint != *jy.Checkpoint ||
+			!reflect.DeepEqual(ja.Workload.Command, jy.Workload.Command) || ja.Team != jy.Team || ja.Org != jy.Org {
+			t.Errorf("resubmitted from job show -o yaml: %+v, the original %+v", ja.Job, jy.Job)
+		}
+		s.mustCLI(t, "job", "cancel", again)
 	})
 
 	var big string

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/model"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 )
@@ -67,29 +68,38 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 			if err := out.check(); err != nil {
 				return err
 			}
+			fromFlags := req
 			if file != "" {
-				if cmd.Flags().NFlag() > countSet(cmd, "filename", "output", "idempotency-key", "server", "token") || len(args) > 0 {
-					return fmt.Errorf("-f: give the job either as a file or as flags, not both")
-				}
-				req = api.JobRequest{}
-				if err := readSpec(file, &req); err != nil {
+				// The file, then every flag given on top of it.
+				var err error
+				if req, err = readJobSpec(file); err != nil {
 					return err
 				}
-			} else {
+				overrideFromFlags(cmd, &req, fromFlags)
+			}
+			if len(args) > 0 || file == "" {
 				req.Command = args
-				if ckpt.Path != "" || ckpt.Bytes != 0 {
-					req.Checkpoint = &ckpt
+			}
+			if cmd.Flags().Changed("checkpoint-path") || cmd.Flags().Changed("checkpoint-bytes") || file == "" && (ckpt.Path != "" || ckpt.Bytes != 0) {
+				if req.Checkpoint == nil {
+					req.Checkpoint = &api.CheckpointRequest{}
 				}
-				for _, kv := range env {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok {
-						return fmt.Errorf("--env: %q: expected NAME=value", kv)
-					}
-					if req.Env == nil {
-						req.Env = map[string]string{}
-					}
-					req.Env[k] = v
+				if cmd.Flags().Changed("checkpoint-path") {
+					req.Checkpoint.Path = ckpt.Path
 				}
+				if cmd.Flags().Changed("checkpoint-bytes") {
+					req.Checkpoint.Bytes = ckpt.Bytes
+				}
+			}
+			for _, kv := range env {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("--env: %q: expected NAME=value", kv)
+				}
+				if req.Env == nil {
+					req.Env = map[string]string{}
+				}
+				req.Env[k] = v
 			}
 			req.Command = absCommand(req.Command)
 			c, err := conn.client()
@@ -110,7 +120,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&file, "filename", "f", "", "job spec as YAML or JSON (the fields of POST /v1/jobs)")
+	f.StringVarP(&file, "filename", "f", "", "job spec as YAML or JSON: the fields of POST /v1/jobs, or what `job show -o yaml` prints; flags given too override it")
 	f.StringVar(&req.Name, "name", "", "job name")
 	f.StringVar(&req.Org, "org", "", "org (default: the server's default org)")
 	f.StringVar(&req.Team, "team", "", "team")
@@ -119,6 +129,8 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.IntVar(&req.GPUMilli, "gpu-milli", 0, "a share of one GPU instead, 1-999 milli (with --gpus 1): the sharing pool, under MPS")
 	f.StringVar(&req.Topology, "topology", "node", "node (one NVLink domain), pod (one leaf switch) or any")
 	f.StringVar(&req.GPUModel, "gpu-model", "", "GPU model, e.g. H100 (default: any)")
+	f.Int64Var(&req.CPUMilli, "cpu-milli", 0, "CPU the job needs, in millicores (1000 = one core), across its nodes")
+	f.Int64Var(&req.MemoryMiB, "memory-mib", 0, "memory the job needs, in MiB, across its nodes")
 	f.IntVar(&req.Priority, "priority", 0, "priority; higher runs first")
 	f.StringVar(&req.MaxRuntime, "max-runtime", "", "longest it may run, e.g. 4h (lets it backfill)")
 	f.BoolVar(&req.Preemptible, "preemptible", false, "may be preempted (needs a checkpoint)")
@@ -129,6 +141,79 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.StringVar(&key, "idempotency-key", "", "retry-safe submit: the same key returns the same job")
 	out.add(cmd)
 	return cmd
+}
+
+// readJobSpec reads a job file: the fields of POST /v1/jobs, strictly, or
+// a job as `berth job show -o yaml|json` prints it (it has a shape), so
+// that a job can be resubmitted from what the CLI showed of it.
+func readJobSpec(path string) (api.JobRequest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return api.JobRequest{}, fmt.Errorf("-f: %w", err)
+	}
+	var generic map[string]any
+	if err := yaml.Unmarshal(b, &generic); err != nil {
+		return api.JobRequest{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, shown := generic["shape"]; !shown {
+		var req api.JobRequest
+		return req, readSpec(path, &req)
+	}
+	j, err := json.Marshal(generic)
+	if err != nil {
+		return api.JobRequest{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var job api.Job
+	if err := json.Unmarshal(j, &job); err != nil {
+		return api.JobRequest{}, fmt.Errorf("%s: a shown job: %w", path, err)
+	}
+	return requestOf(job.Job), nil
+}
+
+// requestOf is the request that submits a job like j again.
+func requestOf(j model.Job) api.JobRequest {
+	r := api.JobRequest{Name: j.Name, Org: j.Org, Team: j.Team, User: j.User, GPUs: j.Shape.GPUs, GPUMilli: j.Shape.GPUMilli,
+		Topology: string(j.Shape.Topology), CPUMilli: j.Shape.CPUMilli, MemoryMiB: j.Shape.MemoryMiB, Priority: j.Priority, Preemptible: j.Preemptible}
+	if len(j.Shape.Models) > 0 {
+		r.GPUModel = j.Shape.Models[0]
+	}
+	if j.MaxRuntime > 0 {
+		r.MaxRuntime = j.MaxRuntime.String()
+	}
+	if c := j.Checkpoint; c != nil {
+		r.Checkpoint = &api.CheckpointRequest{Path: c.Path, Bytes: c.SizeBytes}
+		if c.Interval > 0 {
+			r.Checkpoint.Interval = c.Interval.String()
+		}
+	}
+	if w := j.Workload; w != nil {
+		r.Command, r.Image, r.Env = w.Command, w.Image, w.Env
+	}
+	return r
+}
+
+// overrideFromFlags puts the flags given on the command line over what a
+// file said.
+func overrideFromFlags(cmd *cobra.Command, req *api.JobRequest, fl api.JobRequest) {
+	set := func(name string, apply func()) {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("name", func() { req.Name = fl.Name })
+	set("org", func() { req.Org = fl.Org })
+	set("team", func() { req.Team = fl.Team })
+	set("user", func() { req.User = fl.User })
+	set("gpus", func() { req.GPUs = fl.GPUs })
+	set("gpu-milli", func() { req.GPUMilli = fl.GPUMilli })
+	set("topology", func() { req.Topology = fl.Topology })
+	set("gpu-model", func() { req.GPUModel = fl.GPUModel })
+	set("cpu-milli", func() { req.CPUMilli = fl.CPUMilli })
+	set("memory-mib", func() { req.MemoryMiB = fl.MemoryMiB })
+	set("priority", func() { req.Priority = fl.Priority })
+	set("max-runtime", func() { req.MaxRuntime = fl.MaxRuntime })
+	set("preemptible", func() { req.Preemptible = fl.Preemptible })
+	set("image", func() { req.Image = fl.Image })
 }
 
 // countSet counts which of the named flags were set.
