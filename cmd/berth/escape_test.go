@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"text/tabwriter"
+
+	"github.com/berthsched/berth/internal/model"
 )
 
 // TestTablesEscapeWhatTheyMeet: a name written before names were checked
@@ -37,5 +39,22 @@ func TestTablesEscapeWhatTheyMeet(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %s:\n%s", want, s)
 		}
+	}
+}
+
+// TestPlacedOnSortsAndJoinsRanges: a gang's allocations print in node
+// order, consecutive nodes with the same GPUs as one range.
+func TestPlacedOnSortsAndJoinsRanges(t *testing.T) {
+	var as []model.Allocation
+	for _, n := range []string{"n011", "n009", "n008", "n010", "n013"} {
+		as = append(as, model.Allocation{NodeID: n, GPUs: 0xff})
+	}
+	as = append(as, model.Allocation{NodeID: "n014", GPUs: 0x0f})
+	if got, want := placedOn(as), "n008-n011[0-7],n013[0-7],n014[0-3]"; got != want {
+		t.Errorf("placedOn = %q, want %q", got, want)
+	}
+	// Natural order; a change of digit count is not a range.
+	if got := placedOn([]model.Allocation{{NodeID: "gpu-10", GPUs: 1}, {NodeID: "gpu-9", GPUs: 1}}); got != "gpu-9[0],gpu-10[0]" {
+		t.Errorf("placedOn across a digit count = %q", got)
 	}
 }

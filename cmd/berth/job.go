@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -262,11 +264,7 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 					case j.PendingReason != nil:
 						where = j.PendingReason.Message
 					case len(j.Allocations) > 0:
-						var parts []string
-						for _, a := range j.Allocations {
-							parts = append(parts, a.NodeID+"["+a.GPUs.String()+"]")
-						}
-						where = strings.Join(parts, ",")
+						where = placedOn(j.Allocations)
 					}
 					since := j.SubmittedAt
 					if !j.StartedAt.IsZero() {
@@ -441,4 +439,58 @@ func resolveJob(ctx context.Context, do clientDo, arg string) (string, error) {
 		return "", fmt.Errorf("job %s: %d finished jobs have that name (%s): give the id", api.Quote(arg), len(all), strings.Join(all, ", "))
 	}
 	return "", fmt.Errorf("job %s: no job with that id or name", api.Quote(arg))
+}
+
+// placedOn is where a job runs, its nodes in order (a gang's allocations
+// come back in no particular order), consecutive nodes holding the same
+// GPUs written as one range: n008-n011[0-7],n013[0-3].
+func placedOn(allocs []model.Allocation) string {
+	as := append([]model.Allocation(nil), allocs...)
+	sort.Slice(as, func(i, k int) bool { return nodeLess(as[i].NodeID, as[k].NodeID) })
+	var parts []string
+	for i := 0; i < len(as); {
+		k := i
+		for k+1 < len(as) && as[k+1].GPUs == as[i].GPUs && nextNode(as[k].NodeID, as[k+1].NodeID) {
+			k++
+		}
+		name := as[i].NodeID
+		if k > i {
+			name += "-" + as[k].NodeID
+		}
+		parts = append(parts, dash(name)+"["+as[i].GPUs.String()+"]")
+		i = k + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// splitNode is a node name's prefix, trailing number and its digit count
+// (n009: "n", 9, 3); the number is -1 without one.
+func splitNode(s string) (string, int, int) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	n, err := strconv.Atoi(s[i:])
+	if err != nil {
+		return s, -1, 0
+	}
+	return s[:i], n, len(s) - i
+}
+
+// nodeLess orders node names naturally: gpu-9 before gpu-10.
+func nodeLess(a, b string) bool {
+	pa, na, _ := splitNode(a)
+	pb, nb, _ := splitNode(b)
+	if pa != pb || na < 0 || nb < 0 {
+		return a < b
+	}
+	return na < nb
+}
+
+// nextNode reports whether b is the node numbered right after a, with the
+// same prefix and digit count (n009 then n010).
+func nextNode(a, b string) bool {
+	pa, na, wa := splitNode(a)
+	pb, nb, wb := splitNode(b)
+	return na >= 0 && pa == pb && wa == wb && nb == na+1
 }
