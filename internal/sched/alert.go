@@ -136,7 +136,7 @@ func (p *planner) pageThrottled() {
 					id, t.have, t.want, t.min, acc.By, acc.At.UTC().Format(time.RFC3339), acc.Want)})
 			continue
 		}
-		gpus, cost := 0, 0.0
+		cost := 0.0
 		pg := &Page{Deployment: id, Want: t.want, Have: t.have, Min: t.min, BlockedGPUs: t.missing * t.gpus,
 			Rate: p.budget.rate(0), RateAfter: p.budget.rate(t.victimGPUs), Limit: p.cfg.Budget.Page, Restores: t.restores}
 		for _, v := range t.victims {
@@ -147,11 +147,9 @@ func (p *planner) pageThrottled() {
 			c := p.lost(v)
 			pg.WouldPreempt = append(pg.WouldPreempt, PageVictim{Job: v.job.ID, Team: v.job.Team, GPUs: v.gpus,
 				Runtime: p.now.Sub(v.job.StartedAt).Round(time.Minute), SinceCheckpoint: since.Round(time.Minute), CostGPUHours: c})
-			gpus += v.gpus
 			cost += c
 		}
 		cost = math.Round(cost*10) / 10
-		_ = gpus                                  // the victims' GPUs are t.victimGPUs, counted once by throttle
 		needed := math.Ceil(pg.RateAfter*20) / 20 // the next 5% that lets them through
 		restores := fmt.Sprintf("restores %d of the %d missing replicas", t.restores, t.missing)
 		pg.Actions = []PageAction{

@@ -65,11 +65,14 @@ func (p Principal) String() string {
 
 // Team is the org and team a team token acts for: team:<org>/<team>, or
 // team:<team> in the org "default".
-func (p Principal) Team() (org, team string) {
-	if o, t, ok := strings.Cut(p.Scope, "/"); ok {
+func (p Principal) Team() (org, team string) { return splitTeam(p.Scope) }
+
+// splitTeam reads a team scope: org/team, or team in the org "default".
+func splitTeam(scope string) (org, team string) {
+	if o, t, ok := strings.Cut(scope, "/"); ok {
 		return o, t
 	}
-	return "default", p.Scope
+	return "default", scope
 }
 
 // Role is the principal's role string.

@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"sort"
-	"strings"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
@@ -67,13 +66,9 @@ func mayDeploy(p *Principal, d model.Deployment, scale bool) bool {
 
 // sameTeam compares team scopes, "team" being "default/team".
 func sameTeam(a, b string) bool {
-	norm := func(s string) string {
-		if !strings.Contains(s, "/") {
-			return "default/" + s
-		}
-		return s
-	}
-	return a != "" && b != "" && norm(a) == norm(b)
+	ao, at := splitTeam(a)
+	bo, bt := splitTeam(b)
+	return a != "" && b != "" && ao == bo && at == bt
 }
 
 func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
