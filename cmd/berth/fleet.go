@@ -143,7 +143,7 @@ func newDeployCmd() *cobra.Command {
 			return out, func(tw *tabwriter.Writer) { fmt.Fprintf(tw, "deleted %s: its replicas stop\n", args[0]) }, nil
 		})
 	del.Aliases = []string{"rm"}
-	cmd.AddCommand(create, scale, ls, del)
+	cmd.AddCommand(create, scale, ls, del, newDeployLogsCmd(&conn))
 	return cmd
 }
 

@@ -24,7 +24,7 @@ func newJobCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "job", Short: "Submit, list, show and cancel training jobs"}
 	var conn connFlags
 	conn.add(cmd)
-	cmd.AddCommand(newJobSubmitCmd(&conn), newJobLsCmd(&conn), newJobShowCmd(&conn), newJobCancelCmd(&conn))
+	cmd.AddCommand(newJobSubmitCmd(&conn), newJobLsCmd(&conn), newJobShowCmd(&conn), newJobCancelCmd(&conn), newJobLogsCmd(&conn))
 	return cmd
 }
 

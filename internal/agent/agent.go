@@ -48,6 +48,9 @@ type Agent struct {
 	refused map[string]string
 	prev    []model.ActualAlloc // the earlier epoch's checkpoints, until a report is accepted
 
+	// leader is the server the last accepted heartbeat went to: the log
+	// poll's first try.
+	leader   atomic.Pointer[client.Client]
 	fence    atomic.Int64
 	accepted atomic.Int64
 	rejected atomic.Int64
@@ -135,6 +138,12 @@ func (a *Agent) Close() error {
 // Run heartbeats until ctx ends. A failed heartbeat changes nothing on the
 // node; the agent retries with backoff, keeping every allocation running.
 func (a *Agent) Run(ctx context.Context) error {
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		a.pollLogs(ctx)
+	}()
+	defer func() { <-polled }()
 	failures := 0
 	for {
 		rep := a.report()
@@ -164,6 +173,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.setRefused(refused)
 			a.accepted.Add(1)
 			a.fence.Store(o.Fence)
+			a.leader.Store(a.clients[a.cur])
 			a.faults = a.faults[len(rep.Faults):]
 			a.prev = nil
 			for _, srv := range o.Servers {

@@ -43,6 +43,7 @@ type alloc struct {
 	leaderDone bool
 	agentStop  bool  // stopped by the agent shutting down all work
 	logMax     int64 // cap on each of stdout.log and stderr.log
+	sizes      [2][]sizeSample // stdout's and stderr's sizes over time
 
 	wake chan struct{}
 	done chan struct{}
@@ -174,9 +175,14 @@ func (p *alloc) supervise(leader <-chan int, strayGrace time.Duration) {
 			}
 			p.mu.Unlock()
 		case <-logs.C:
-			for _, name := range []string{"stdout.log", "stderr.log"} {
-				if err := capLog(filepath.Join(p.dir, name), p.logMax); err != nil {
+			now := time.Now()
+			for i, name := range []string{"stdout.log", "stderr.log"} {
+				path := filepath.Join(p.dir, name)
+				if err := capLog(path, p.logMax); err != nil {
 					p.log.Warn("log not capped", "log", name, "err", err)
+				}
+				if st, err := os.Stat(path); err == nil {
+					p.sample(i, st.Size(), now)
 				}
 			}
 		case <-timer.C:

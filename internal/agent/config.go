@@ -28,6 +28,9 @@ type Config struct {
 	CPUMilli, MemoryMiB int64
 	// LogMaxBytes caps each of an allocation's stdout and stderr logs.
 	LogMaxBytes int64
+	// LogRetention is how long an allocation's directory, and its logs,
+	// are kept after the control plane released it; default 72 h.
+	LogRetention time.Duration
 	// OrphanGrace is the deadline for allocations the control plane no
 	// longer lists, and for processes an earlier incarnation left behind.
 	OrphanGrace time.Duration
@@ -66,6 +69,9 @@ func (c *Config) defaults() error {
 	}
 	if c.LogMaxBytes == 0 {
 		c.LogMaxBytes = 64 << 20
+	}
+	if c.LogRetention == 0 {
+		c.LogRetention = 72 * time.Hour
 	}
 	if c.OrphanGrace == 0 {
 		c.OrphanGrace = 30 * time.Second

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/model"
 )
 
 // Client talks to one berth server.
@@ -100,6 +101,19 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any, hea
 	return nil
 }
 
+// LogPoll waits (up to the server's long-poll time) for log requests
+// for an agent's node.
+func (c *Client) LogPoll(ctx context.Context, p model.LogPoll) (model.LogRequests, error) {
+	var out model.LogRequests
+	err := c.Do(ctx, "POST", "/v1/agent/logs/poll", p, &out)
+	return out, err
+}
+
+// LogReply posts an agent's answer to one log request.
+func (c *Client) LogReply(ctx context.Context, ch model.LogChunk) error {
+	return c.Do(ctx, "POST", "/v1/agent/logs/reply", ch, nil)
+}
+
 // SubmitJob posts a job; key, when set, is the Idempotency-Key.
 func (c *Client) SubmitJob(ctx context.Context, j api.JobRequest, key string) (api.JobAccepted, error) {
 	var out api.JobAccepted
@@ -161,4 +175,39 @@ func (c *Client) Tokens(ctx context.Context) (api.TokenList, error) {
 func (c *Client) RevokeToken(ctx context.Context, id string) (api.Token, error) {
 	var out api.Token
 	return out, c.Do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, &out)
+}
+
+// Stream copies a text answer (a log) to w as it arrives. It has no
+// overall timeout, unlike Do: a follow lasts as long as ctx.
+func (c *Client) Stream(ctx context.Context, path string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	hc := &http.Client{Transport: c.http.Transport}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return fmt.Errorf("%w at %s (%v): start one with `berth server` or `berth dev`, or point BERTH_ADDR at one", ErrNoServer, c.base, err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var eb api.ErrorBody
+		if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
+			eb.Error = api.Error{Code: "http", Message: strings.TrimSpace(string(data))}
+		}
+		return &StatusError{Status: resp.StatusCode, Body: eb.Error}
+	}
+	_, err = io.Copy(w, resp.Body)
+	if ctx.Err() != nil {
+		return nil // the reader stopped following
+	}
+	return err
 }

@@ -92,9 +92,12 @@ func (c *Controller) apply(ch *change, in *input, d sched.Decision) {
 func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	now := ch.now
 	nodes := make([]string, 0, len(b.Parts))
+	ran := make([]model.AllocRef, 0, len(b.Parts))
 	for _, pt := range b.Parts {
 		ch.txn.Unchanged(store.Nodes, pt.Node, in.rev)
-		ch.addAlloc(model.Allocation{ID: newID("a", now), NodeID: pt.Node, GPUs: pt.GPUs, GPUMilli: pt.GPUMilli, MIGInstance: pt.MIGInstance, CPUMilli: pt.CPUMilli,
+		id := newID("a", now)
+		ran = append(ran, model.AllocRef{ID: id, NodeID: pt.Node})
+		ch.addAlloc(model.Allocation{ID: id, NodeID: pt.Node, GPUs: pt.GPUs, GPUMilli: pt.GPUMilli, MIGInstance: pt.MIGInstance, CPUMilli: pt.CPUMilli,
 			MemoryMiB: pt.MemoryMiB, OwnerKind: b.Kind, OwnerID: b.OwnerID, Replica: b.Replica,
 			Preemptible: b.Preemptible, Borrowed: b.Borrowed, Reservation: b.Reservation, CreatedAt: now})
 		if pt.GPUMilli > 0 {
@@ -112,7 +115,7 @@ func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	if j == nil {
 		return
 	}
-	j.State, j.StartedAt = model.JobRunning, now
+	j.State, j.StartedAt, j.Ran = model.JobRunning, now, ran
 	if j.LastCheckpointAt.IsZero() {
 		j.LastCheckpointAt = now
 	}

@@ -156,6 +156,9 @@ type Job struct {
 	Restore string `json:"restore,omitempty"`
 	// Owner is the principal that submitted the job.
 	Owner string `json:"owner,omitempty"`
+	// Ran lists the allocations of the job's latest run in gang order,
+	// kept after it ends: `berth job logs` finds the nodes from it.
+	Ran []AllocRef `json:"ran,omitempty"`
 }
 
 // Queued is when the job's current wait began.

@@ -37,6 +37,7 @@ type Server struct {
 	candBusy bool
 	// principals caches decoded tokens by hash (see authenticate).
 	principals sync.Map
+	logs       *logHub
 	proxies
 }
 
@@ -73,7 +74,7 @@ func New(st *store.Store, ctl *control.Controller, reg *prometheus.Registry, m *
 	if o.ForwardTimeout <= 0 {
 		o.ForwardTimeout = 5 * time.Second
 	}
-	s := &Server{st: st, ctl: ctl, log: o.Logger, audit: o.Audit, id: o.ID, addr: o.Addr, reg: reg, metrics: m, mux: http.NewServeMux(),
+	s := &Server{st: st, ctl: ctl, log: o.Logger, audit: o.Audit, id: o.ID, addr: o.Addr, reg: reg, metrics: m, mux: http.NewServeMux(), logs: newLogHub(),
 		forwardTimeout: o.ForwardTimeout}
 	if o.DataDir != "" {
 		if o.MinFreeDisk == 0 {
@@ -179,6 +180,15 @@ func (s *Server) routes() {
 	auth("GET /v1/tokens", s.listTokens)
 	auth("DELETE /v1/tokens/{id}", s.revokeToken)
 	auth("POST /v1/agent/heartbeat", s.heartbeat)
+
+	// Log reads stream, and the agents' log polls are held open: neither
+	// goes through the writes' forwarding, which has a timeout (logs.go).
+	streamed := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, s.consistent(s.authed(h)))) }
+	streamed("GET /v1/jobs/{id}/logs", s.jobLogs)
+	streamed("GET /v1/deployments/{id}/logs", s.deploymentLogs)
+	direct := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, s.authed(h))) }
+	direct("POST /v1/agent/logs/poll", s.logPoll)
+	direct("POST /v1/agent/logs/reply", s.logReply)
 }
 
 // authed resolves the token: 401 without a valid one.
@@ -211,6 +221,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection's Flush.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) instrument(pattern string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
