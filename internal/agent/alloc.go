@@ -41,8 +41,8 @@ type alloc struct {
 	termSent   bool
 	killSent   bool
 	leaderDone bool
-	agentStop  bool  // stopped by the agent shutting down all work
-	logMax     int64 // cap on each of stdout.log and stderr.log
+	agentStop  bool            // stopped by the agent shutting down all work
+	logMax     int64           // cap on each of stdout.log and stderr.log
 	sizes      [2][]sizeSample // stdout's and stderr's sizes over time
 
 	wake chan struct{}

@@ -183,7 +183,9 @@ func (s *Server) routes() {
 
 	// Log reads stream, and the agents' log polls are held open: neither
 	// goes through the writes' forwarding, which has a timeout (logs.go).
-	streamed := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, s.consistent(s.authed(h)))) }
+	streamed := func(pattern string, h http.HandlerFunc) {
+		s.mux.Handle(pattern, s.instrument(pattern, s.consistent(s.authed(h))))
+	}
 	streamed("GET /v1/jobs/{id}/logs", s.jobLogs)
 	streamed("GET /v1/deployments/{id}/logs", s.deploymentLogs)
 	direct := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, s.authed(h))) }
