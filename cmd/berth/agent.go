@@ -114,6 +114,7 @@ one, --fake-gpus N stands in, and faults can be injected with
 	f.Int64Var(&cfg.CPUMilli, "cpu-milli", 0, "CPU to report, in millicores (default: the host's)")
 	f.Int64Var(&cfg.MemoryMiB, "memory-mib", 0, "memory to report, in MiB (default: the host's)")
 	f.Int64Var(&cfg.LogMaxBytes, "log-max-bytes", 64<<20, "cap on each allocation's stdout and stderr log (one rotated file is kept)")
+	f.DurationVar(&cfg.LogRetention, "log-retention", 72*time.Hour, "how long a finished allocation's directory and logs are kept after the server released it")
 	f.DurationVar(&cfg.OrphanGrace, "orphan-grace", 30*time.Second, "SIGTERM-to-SIGKILL time for work the server no longer lists")
 	f.StringVar(&cgroups, "cgroups", "auto", "per-allocation cgroup v2 cpu/memory limits: auto (where delegated) or off")
 	f.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "delegated cgroup v2 directory (default: the agent's own cgroup)")

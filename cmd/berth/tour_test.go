@@ -158,11 +158,20 @@ func TestTourAsWritten(t *testing.T) {
 				if b2.State != "pending" || b2.Reservation == nil || b2.Reservation.HeldGPUs == 0 {
 					return fmt.Errorf("big-2 %s, reservation %+v, reason %+v", b2.State, b2.Reservation, b2.PendingReason)
 				}
+				var log strings.Builder
+				if err := c.Stream(ctx, "/v1/jobs/"+b1.ID+"/logs?tail=3", &log); err != nil || strings.Count(log.String(), "\n") < 3 {
+					return fmt.Errorf("big-1 has not written 3 lines yet: %q %v", log.String(), err)
+				}
 				return nil
 			})
 		}},
 		{"./berth job show big-2", func(out string) {
 			mustHave(t, out, "why pending", "reservation", "holds", "effective priority")
+		}},
+		{"./berth job logs big-1 --tail 3", func(out string) {
+			if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || !strings.Contains(lines[2], "step ") {
+				t.Fatalf("job logs --tail 3 printed %q", out)
+			}
 		}},
 		{"./berth deploy create --name llm", func(out string) { mustHave(t, out, "deployment llm") }},
 		{"./berth deploy scale llm 12", func(string) {

@@ -176,3 +176,29 @@ func TestSinceOffset(t *testing.T) {
 		t.Errorf("after a rotation: %d", got)
 	}
 }
+
+// TestSweepLogs removes released allocations past the retention only.
+func TestSweepLogs(t *testing.T) {
+	dir := t.TempDir()
+	a := &Agent{state: &stateDir{path: dir}, allocs: map[string]*alloc{}, cfg: Config{LogRetention: time.Hour}, log: slog.New(slog.DiscardHandler)}
+	mk := func(id string, released bool, age time.Duration) string {
+		d := filepath.Join(dir, "allocs", id)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "stdout.log"), []byte("x\n"), 0o644)
+		if released {
+			markReleased(d)
+			old := time.Now().Add(-age)
+			os.Chtimes(filepath.Join(d, releasedFile), old, old)
+		}
+		return d
+	}
+	old, fresh, running := mk("a-old", true, 2*time.Hour), mk("a-fresh", true, time.Minute), mk("a-run", false, 0)
+	a.sweepLogs()
+	for d, keep := range map[string]bool{old: false, fresh: true, running: true} {
+		if _, err := os.Stat(d); (err == nil) != keep {
+			t.Errorf("%s: kept %v, want %v", filepath.Base(d), err == nil, keep)
+		}
+	}
+}
