@@ -252,7 +252,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deploymentLogs(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.ownedDeployment(w, r, true)
+	d, ok := s.ownedDeployment(w, r, false) // an autoscaler scales; it reads no logs
 	if !ok {
 		return
 	}

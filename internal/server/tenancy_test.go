@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/model"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -143,11 +144,18 @@ func (tn *tenants) probes() []probe {
 		{"POST", "/v1/agent/heartbeat", hb("n2"), all, false},
 		{"POST", "/v1/agent/heartbeat", hb("n-new"), all, false},
 		{"POST", "/v1/agent/heartbeat", hb("n1"), except("agent:n1"), false},
+		{"GET", "/v1/deployments/" + tn.aDep + "/logs", nil, notA, true},
+		{"GET", "/v1/deployments/" + tn.bDep + "/logs?follow=true", nil, notB, true},
+		{"POST", "/v1/agent/logs/poll", model.LogPoll{NodeID: "n2"}, all, false},
+		{"POST", "/v1/agent/logs/poll", model.LogPoll{NodeID: "n1"}, except("agent:n1"), false},
+		{"POST", "/v1/agent/logs/reply", model.LogChunk{ID: "x"}, except("agent:n1"), false},
 	}
 	for _, id := range []string{tn.aJob, tn.aPending} {
-		ps = append(ps, probe{"GET", "/v1/jobs/" + id, nil, notA, true}, probe{"DELETE", "/v1/jobs/" + id, nil, notA, true})
+		ps = append(ps, probe{"GET", "/v1/jobs/" + id, nil, notA, true}, probe{"DELETE", "/v1/jobs/" + id, nil, notA, true},
+			probe{"GET", "/v1/jobs/" + id + "/logs?tail=5", nil, notA, true})
 	}
-	ps = append(ps, probe{"GET", "/v1/jobs/" + tn.bJob, nil, notB, true}, probe{"DELETE", "/v1/jobs/" + tn.bJob, nil, notB, true})
+	ps = append(ps, probe{"GET", "/v1/jobs/" + tn.bJob, nil, notB, true}, probe{"DELETE", "/v1/jobs/" + tn.bJob, nil, notB, true},
+		probe{"GET", "/v1/jobs/" + tn.bJob + "/logs", nil, notB, true})
 	for _, n := range []string{"n1", "n2", "n-none"} {
 		for _, act := range []string{"drain", "undrain", "quarantine", "unquarantine"} {
 			ps = append(ps, probe{"POST", "/v1/nodes/" + n + "/" + act, nil, all, false})
