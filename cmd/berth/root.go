@@ -20,7 +20,7 @@ largest_placeable is the number that says what the fleet can still run.`,
 	}
 	root.AddCommand(newVersionCmd(), newDevCmd(), newSimCmd(), newServerCmd(), newTokenCmd(), newLoadgenCmd(),
 		newAgentCmd(), newWorkloadCmd(),
-		newJobCmd(), newDeployCmd(), newTopologyCmd(), newNodesCmd(), newQuotaCmd(), newAlertsCmd())
+		newJobCmd(), newDeployCmd(), newTopologyCmd(), newNodesCmd(), newQuotaCmd(), newAlertsCmd(), newUsageCmd())
 	strictGroups(root)
 	return root
 }

@@ -115,6 +115,7 @@ func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	if j == nil {
 		return
 	}
+	j.WaitSeconds += max(0, now.Sub(j.Queued()).Seconds())
 	j.State, j.StartedAt, j.Ran = model.JobRunning, now, ran
 	if j.LastCheckpointAt.IsZero() {
 		j.LastCheckpointAt = now

@@ -165,12 +165,14 @@ func (ch *change) stopDeadline(a *model.Allocation) time.Time {
 func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint string) {
 	ch.allocs[a.ID] = nil
 	if a.OwnerKind == model.OwnerInference {
+		ch.recordReplica(a)
 		return
 	}
 	j := ch.job(a.OwnerID)
 	if j == nil || j.State.Terminal() && j.State != model.JobCancelled {
 		return
 	}
+	j.GPUSeconds += heldFor(a, ch.now)
 	reason := cause
 	if a.Stopping && a.StopReason != "" {
 		reason = a.StopReason
@@ -204,13 +206,16 @@ func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint s
 	}
 	switch {
 	case j.State == model.JobCancelled:
+		ch.recordJob(j)
 		return
 	case reason == "exited" && exit == 0:
 		j.State, j.FinishedAt = model.JobCompleted, ch.now
 		j.Record(ch.now, "completed", "")
+		ch.recordJob(j)
 	case failed:
 		j.State, j.FinishedAt = model.JobFailed, ch.now
 		j.Record(ch.now, "failed", fmt.Sprintf("%s, exit %d on %s", reason, exit, a.NodeID))
+		ch.recordJob(j)
 	default:
 		if reason == "preempted" || reason == "backfill_yield" {
 			j.PreemptCount++

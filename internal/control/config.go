@@ -29,9 +29,12 @@ type Config struct {
 	// StopGrace is the deadline for stops that are not preemptions
 	// (scale-down, relocation, cancel of non-preemptible work); default 30 s.
 	StopGrace time.Duration
-	Clock     func() time.Time
-	Logger    *slog.Logger
-	Metrics   Observer
+	// UsageRetention is how long finished work's usage records are kept;
+	// default 90 days.
+	UsageRetention time.Duration
+	Clock          func() time.Time
+	Logger         *slog.Logger
+	Metrics        Observer
 }
 
 // Observer receives what the loop measures; the server wires it to
@@ -54,6 +57,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MassLossFraction == 0 {
 		c.MassLossFraction = 0.5
+	}
+	if c.UsageRetention == 0 {
+		c.UsageRetention = 90 * 24 * time.Hour
 	}
 	if c.MassLossMin == 0 {
 		c.MassLossMin = 4

@@ -24,9 +24,12 @@ var ErrLostLeadership = errors.New("leadership lost")
 
 // Controller is the control loop and the table's mutations.
 type Controller struct {
-	st  *store.Store
-	cfg Config
-	log *slog.Logger
+	// usageSwept is when the loop last looked for expired usage records
+	// (the loop's goroutine only).
+	usageSwept time.Time
+	st         *store.Store
+	cfg        Config
+	log        *slog.Logger
 
 	mu sync.RWMutex
 	w  *store.Writer // nil unless leading

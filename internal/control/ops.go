@@ -148,10 +148,17 @@ func (c *Controller) CancelJob(ctx context.Context, id, by string) (model.Job, e
 		if j.State.Terminal() {
 			return &ConflictError{Message: fmt.Sprintf("job %s is already %s", id, j.State)}
 		}
+		if j.State == model.JobPending {
+			j.WaitSeconds += max(0, ch.now.Sub(j.Queued()).Seconds())
+		}
 		j.State, j.FinishedAt = model.JobCancelled, ch.now
 		j.Record(ch.now, "cancelled", "by "+by)
-		for _, a := range ch.allocsOf(id) {
+		allocs := ch.allocsOf(id)
+		for _, a := range allocs {
 			ch.stop(a, "cancelled", ch.stopDeadline(a))
+		}
+		if len(allocs) == 0 {
+			ch.recordJob(j) // nothing runs: it ends here
 		}
 		out = *j
 		return nil

@@ -121,6 +121,7 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	if relocsChanged {
 		putDoc(ch, in, docRelocations, relocs)
 	}
+	c.sweepUsage(ch)
 	if !ch.empty() {
 		t0 := time.Now()
 		_, err := w.Commit(ctx, ch.txn)

@@ -159,6 +159,10 @@ type Job struct {
 	// Ran lists the allocations of the job's latest run in gang order,
 	// kept after it ends: `berth job logs` finds the nodes from it.
 	Ran []AllocRef `json:"ran,omitempty"`
+	// GPUSeconds and WaitSeconds add up, run by run, what the job held
+	// and how long it waited: the usage record's figures.
+	GPUSeconds  float64 `json:"gpu_seconds,omitempty"`
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
 }
 
 // Queued is when the job's current wait began.

@@ -172,6 +172,8 @@ func (s *Server) routes() {
 	auth("PUT /v1/quotas/{scope...}", s.putQuota)
 	auth("DELETE /v1/quotas/{scope...}", s.deleteQuota)
 
+	auth("GET /v1/usage", s.usage)
+
 	auth("GET /v1/alerts", s.listAlerts)
 	auth("GET /v1/alerts/{id}", s.getAlert)
 	auth("POST /v1/alerts/{id}/actions/{action}", s.alertAction)

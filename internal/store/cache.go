@@ -165,6 +165,8 @@ func decode(k Kind, b []byte) (any, error) {
 		return decodeAs[model.Allocation](b)
 	case Quotas:
 		return decodeAs[model.Quota](b)
+	case Usage:
+		return decodeAs[model.UsageRecord](b)
 	}
 	return nil, nil
 }

@@ -14,6 +14,8 @@ const (
 	Alerts      Kind = "alerts"
 	Tokens      Kind = "tokens"
 	Idempotency Kind = "idempotency"
+	// Usage holds finished work's accounting records (model.UsageRecord).
+	Usage Kind = "usage"
 	// Docs holds the scheduler's single documents: reservations,
 	// relocations, recent preemptions, configuration overrides.
 	Docs Kind = "docs"
@@ -21,7 +23,7 @@ const (
 
 // kinds are the cached tables. The election lives under its own prefix
 // and is not cached.
-var kinds = []Kind{Nodes, Jobs, Deployments, Allocations, Quotas, Alerts, Tokens, Idempotency, Docs}
+var kinds = []Kind{Nodes, Jobs, Deployments, Allocations, Quotas, Alerts, Tokens, Idempotency, Docs, Usage}
 
 const electionDir = "election/"
 
