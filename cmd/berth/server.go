@@ -98,6 +98,7 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "and this key")
 	f.DurationVar(&heartbeat, "heartbeat-interval", 5*time.Second, "how often agents are told to report")
 	f.DurationVar(&lostAfter, "lost-after", 0, "silence after which a node is lost and its work requeued (default 12 heartbeat intervals)")
+	f.DurationVar(&cfg.Control.UsageRetention, "usage-retention", 90*24*time.Hour, "how long finished work's usage records (berth usage) are kept")
 	f.BoolVar(&logJSON, "log-json", false, "log (and audit) as JSON")
 	return cmd
 }

@@ -236,6 +236,9 @@ func TestTourAsWritten(t *testing.T) {
 		{"./berth nodes ls", func(out string) {
 			mustHave(t, out, "degraded (1 of 8 GPUs quarantined)")
 		}},
+		{"./berth usage --since 1h", func(out string) {
+			mustHave(t, out, "TEAM", "RUNNING GPU-H", "QUEUE P90", "research")
+		}},
 	}
 	cmds := tourBlock(t)
 	seen := 0
