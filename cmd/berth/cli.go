@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,18 +66,24 @@ func (c *connFlags) client() (*client.Client, error) {
 type outFlag struct{ format string }
 
 func (o *outFlag) add(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "output format: table, wide (a table with more columns), json or yaml")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
+		return []string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
 	})
 }
 
 func (o *outFlag) check() error {
 	switch o.format {
-	case "table", "json", "yaml":
+	case "table", "wide", "json", "yaml":
 		return nil
 	}
-	return fmt.Errorf("--output: %q: expected table, json or yaml", o.format)
+	return fmt.Errorf("--output: %q: expected table, wide, json or yaml", o.format)
+}
+
+// wide says the command was asked for -o wide: its table adds columns.
+func wide(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("output")
+	return f != nil && f.Value.String() == "wide"
 }
 
 // print writes v as JSON or YAML, or calls table with a tabwriter.
@@ -150,4 +157,96 @@ func dash(s string) string {
 		return "-"
 	}
 	return api.Escape(s)
+}
+
+// complete suggests ids from the server for a command's first argument
+// (shell completion): list returns the candidates. A server that does
+// not answer within two seconds suggests nothing, rather than hang the
+// shell.
+func complete(list func(ctx context.Context, c *client.Client) []string) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 && !strings.HasSuffix(cmd.Use, "...") {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var conn connFlags // the group's --server and --token, as parsed
+		if f := cmd.Flags().Lookup("server"); f != nil {
+			conn.addr = f.Value.String()
+		}
+		if f := cmd.Flags().Lookup("token"); f != nil {
+			conn.token = f.Value.String()
+		}
+		c, err := conn.client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var out []cobra.Completion
+		seen := map[string]bool{}
+		for _, s := range list(ctx, c) {
+			if strings.HasPrefix(s, prefix) && !seen[s] && strings.IndexFunc(s, api.Unprintable) < 0 {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// jobNames are the unfinished jobs' ids and names.
+func jobNames(ctx context.Context, c *client.Client) []string {
+	var l api.JobList
+	if c.Do(ctx, "GET", "/v1/jobs", nil, &l) != nil {
+		return nil
+	}
+	var out []string
+	for _, j := range l.Jobs {
+		if !j.State.Terminal() {
+			out = append(out, j.ID)
+			if j.Name != "" {
+				out = append(out, j.Name)
+			}
+		}
+	}
+	return out
+}
+
+func deploymentNames(ctx context.Context, c *client.Client) []string {
+	var l api.DeploymentList
+	if c.Do(ctx, "GET", "/v1/deployments", nil, &l) != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range l.Deployments {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+func nodeNames(ctx context.Context, c *client.Client) []string {
+	var l api.NodeList
+	if c.Do(ctx, "GET", "/v1/nodes", nil, &l) != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range l.Nodes {
+		out = append(out, n.ID)
+	}
+	return out
+}
+
+// completeArgs gives the commands that take an id their suggestions.
+func completeArgs(root *cobra.Command) {
+	by := map[string]func(context.Context, *client.Client) []string{
+		"job show": jobNames, "job cancel": jobNames, "job logs": jobNames,
+		"deploy scale": deploymentNames, "deploy delete": deploymentNames, "deploy logs": deploymentNames,
+		"nodes drain": nodeNames, "nodes undrain": nodeNames, "nodes quarantine": nodeNames, "nodes unquarantine": nodeNames,
+	}
+	for _, group := range root.Commands() {
+		for _, c := range group.Commands() {
+			if list, ok := by[group.Name()+" "+c.Name()]; ok {
+				c.ValidArgsFunction = complete(list)
+			}
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -884,6 +885,43 @@ checkpoint:
 		}
 		if _, err := s.cli(t, "nodes", "drain", "n9"); err == nil || !strings.Contains(err.Error(), "404") {
 			t.Errorf("nodes drain n9: error %v, want 404", err)
+		}
+	})
+
+	t.Run("wide, watch and completion", func(t *testing.T) {
+		id := submitted(t, s.mustCLI(t, "job", "submit", "--name", "completes", "--team", "t", "--gpus", "1", "--topology", "any", "--", "sleep", "600"))
+		head, _, _ := strings.Cut(s.mustCLI(t, "job", "ls", "-o", "wide"), "\n")
+		if f := strings.Fields(head); !slices.Contains(f, "PRIORITY") || !slices.Contains(f, "PREEMPTED") || !slices.Contains(f, "OWNER") {
+			t.Errorf("job ls -o wide header %q", head)
+		}
+		if head, _, _ := strings.Cut(s.mustCLI(t, "nodes", "ls", "-o", "wide"), "\n"); !strings.Contains(head, "NODE UUID") {
+			t.Errorf("nodes ls -o wide header %q", head)
+		}
+		out := s.mustCLI(t, "job", "ls", "-w", "--interval", "100ms", "--watch-times", "3")
+		if n := strings.Count(out, "every 100ms: berth"); n != 3 || strings.Count(out, id) != 3 {
+			t.Errorf("job ls -w three times: %d headers, %d rows of %s\n%s", n, strings.Count(out, id), id, out)
+		}
+		if _, err := s.cli(t, "job", "ls", "-w", "--interval", "1ms", "--watch-times", "1"); err == nil || !strings.Contains(err.Error(), "--interval") {
+			t.Errorf("job ls -w --interval 1ms: %v", err)
+		}
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"job", "show", ""}, id},
+			{[]string{"job", "logs", "comp"}, "completes"},
+			{[]string{"job", "cancel", "j-"}, id},
+			{[]string{"nodes", "drain", "n"}, "n2"},
+		} {
+			// The word completed is the last one: the connection first.
+			n := len(c.args) - 1
+			out, _ := run(t, append(append([]string{"__complete"}, c.args[:n]...), "--server", s.addr, "--token", s.admin, c.args[n])...)
+			if !strings.Contains(out, c.want) {
+				t.Errorf("completing %q: no %s in\n%s", c.args, c.want, out)
+			}
+		}
+		if out, _ := run(t, "__complete", "nodes", "drain", "--server", s.addr, "--token", s.admin, "zz"); strings.Contains(out, "n1") || !strings.Contains(out, "NoFileComp") {
+			t.Errorf("completing a prefix no node has: %s", out)
 		}
 	})
 }

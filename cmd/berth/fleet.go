@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"context"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 func simple(conn *connFlags, use, short string, args cobra.PositionalArgs,
 	call func(cmd *cobra.Command, args []string, c clientDo) (any, func(*tabwriter.Writer), error)) *cobra.Command {
 	var out outFlag
+	var w watchFlags
 	cmd := &cobra.Command{Use: use, Short: short, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
@@ -30,13 +32,22 @@ func simple(conn *connFlags, use, short string, args cobra.PositionalArgs,
 			if err != nil {
 				return err
 			}
-			v, table, err := call(cmd, args, c.Do)
-			if err != nil {
-				return err
+			once := func(dst io.Writer) error {
+				v, table, err := call(cmd, args, c.Do)
+				if err != nil {
+					return err
+				}
+				return out.print(dst, v, table)
 			}
-			return out.print(cmd.OutOrStdout(), v, table)
+			if w.on {
+				return w.loop(cmd, once)
+			}
+			return once(cmd.OutOrStdout())
 		}}
 	out.add(cmd)
+	if strings.HasPrefix(use, "ls") || use == "topology" || use == "usage" {
+		w.add(cmd)
+	}
 	return cmd
 }
 
@@ -205,7 +216,12 @@ func newNodesCmd() *cobra.Command {
 				return nil, nil, err
 			}
 			return list, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NODE\tPOD\tPOOL\tMODEL\tGPUS\tFREE\tALLOCATED\tHEALTH\tFLAGS\tEPOCH\tLAST HEARTBEAT")
+				w := wide(cmd)
+				head := "NODE\tPOD\tPOOL\tMODEL\tGPUS\tFREE\tALLOCATED\tHEALTH\tFLAGS\tEPOCH\tLAST HEARTBEAT"
+				if w {
+					head += "\tCPU\tMEMORY\tNODE UUID\tBOOT ID"
+				}
+				fmt.Fprintln(tw, head)
 				for _, n := range list.Nodes {
 					var flags []string
 					if n.Draining {
@@ -226,8 +242,12 @@ func newNodesCmd() *cobra.Command {
 						// Up, but short of GPUs: say so where an operator looks.
 						health = fmt.Sprintf("degraded (%d of %d GPUs quarantined)", q, n.GPUs)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Pod, dash(n.Pool), n.Model, n.GPUs, n.FreeGPUs, dash(n.AllocatedMask),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s", n.ID, n.Pod, dash(n.Pool), n.Model, n.GPUs, n.FreeGPUs, dash(n.AllocatedMask),
 						health, dash(strings.Join(flags, ",")), n.BootEpoch, age(n.LastHeartbeat))
+					if w {
+						fmt.Fprintf(tw, "\t%dm\t%dMi\t%s\t%s", n.CPUMilli, n.MemoryMiB, dash(n.NodeUUID), dash(n.BootID))
+					}
+					fmt.Fprintln(tw)
 				}
 			}, nil
 		})

@@ -257,7 +257,12 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 				list.Jobs = live
 			}
 			return list, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "ID\tNAME\tTEAM\tGPUS\tTOPOLOGY\tSTATE\tAGE\tWHERE / WHY PENDING")
+				w := wide(cmd)
+				if w {
+					fmt.Fprintln(tw, "ID\tNAME\tTEAM\tGPUS\tTOPOLOGY\tSTATE\tAGE\tPRIORITY\tPREEMPTIBLE\tPREEMPTED\tOWNER\tSUBMITTED\tWHERE / WHY PENDING")
+				} else {
+					fmt.Fprintln(tw, "ID\tNAME\tTEAM\tGPUS\tTOPOLOGY\tSTATE\tAGE\tWHERE / WHY PENDING")
+				}
 				for _, j := range list.Jobs {
 					where := ""
 					switch {
@@ -270,7 +275,15 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 					if !j.StartedAt.IsZero() {
 						since = j.StartedAt
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), dash(j.Team), gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology, j.State, age(since), dash(where))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t", j.ID, dash(j.Name), dash(j.Team), gpusOf(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology, j.State, age(since))
+					if w {
+						prio := strconv.Itoa(j.Priority)
+						if j.EffectivePrio != nil && j.EffectivePrio.Effective != j.Priority {
+							prio += fmt.Sprintf(" (%d)", j.EffectivePrio.Effective)
+						}
+						fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t", prio, j.Preemptible, j.PreemptCount, dash(j.Owner), j.SubmittedAt.Local().Format("01-02 15:04:05"))
+					}
+					fmt.Fprintf(tw, "%s\n", dash(where))
 				}
 			}, nil
 		})

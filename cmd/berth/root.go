@@ -22,6 +22,7 @@ largest_placeable is the number that says what the fleet can still run.`,
 		newAgentCmd(), newWorkloadCmd(),
 		newJobCmd(), newDeployCmd(), newTopologyCmd(), newNodesCmd(), newQuotaCmd(), newAlertsCmd(), newUsageCmd())
 	strictGroups(root)
+	completeArgs(root)
 	return root
 }
 
