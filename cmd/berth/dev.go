@@ -92,6 +92,7 @@ Ctrl-C stops it; state stays in %s.
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address the server (API and dashboard) listens on")
 	f.StringVar(&cfg.DataDir, "data-dir", filepath.Join(defaultDataDir(), "dev"), "where the table, agents' state and logs live")
 	f.DurationVar(&cfg.Interval, "heartbeat-interval", time.Second, "agents' heartbeat interval")
+	f.DurationVar(&cfg.HistoryEvery, "history-every", 5*time.Second, "how often the dashboard's plots get a sample (the server's default is 30s)")
 	f.BoolVar(&demo, "demo", false, "submit a realistic mix and run a diurnal autoscaler")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log the server's and agents' events to stderr")
 	f.BoolVar(&logJSON, "log-json", false, "with -v, log JSON lines")

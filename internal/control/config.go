@@ -32,9 +32,12 @@ type Config struct {
 	// UsageRetention is how long finished work's usage records are kept;
 	// default 90 days.
 	UsageRetention time.Duration
-	Clock          func() time.Time
-	Logger         *slog.Logger
-	Metrics        Observer
+	// HistoryEvery is how often the dashboard's fleet sample is taken
+	// (default 30 s), HistoryKeep how long samples are kept (default 6 h).
+	HistoryEvery, HistoryKeep time.Duration
+	Clock                     func() time.Time
+	Logger                    *slog.Logger
+	Metrics                   Observer
 }
 
 // Observer receives what the loop measures; the server wires it to
@@ -57,6 +60,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MassLossFraction == 0 {
 		c.MassLossFraction = 0.5
+	}
+	if c.HistoryEvery == 0 {
+		c.HistoryEvery = 30 * time.Second
+	}
+	if c.HistoryKeep == 0 {
+		c.HistoryKeep = 6 * time.Hour
 	}
 	if c.UsageRetention == 0 {
 		c.UsageRetention = 90 * 24 * time.Hour

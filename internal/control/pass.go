@@ -122,6 +122,7 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 		putDoc(ch, in, docRelocations, relocs)
 	}
 	c.sweepUsage(ch)
+	c.sampleFleet(ch, in)
 	if !ch.empty() {
 		t0 := time.Now()
 		_, err := w.Commit(ctx, ch.txn)

@@ -56,7 +56,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	browser := chromium(t)
 	// Any preemption exceeds this budget: a scale-up above min pages.
 	s, err := Start(context.Background(), Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Nodes: 4, Pods: 2, GPUsPerNode: 8,
-		Interval: 200 * time.Millisecond, Berth: "/bin/false",
+		Interval: 200 * time.Millisecond, Berth: "/bin/false", HistoryEvery: 300 * time.Millisecond,
 		Sched: sched.Config{MinRuntime: time.Millisecond, Budget: sched.Budget{Warn: 0.00001, Page: 0.00002}}})
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +115,92 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 	t.Logf("job %s drawn %v after submit (the page polls every second)", acc.JobID, time.Since(submitted).Round(time.Millisecond))
 	waitUntil(t, "headline equals the API with the job placed", headlineMatches)
+
+	// The plots draw the server's samples: the utilization line ends at
+	// the share of GPUs the job holds, as the table's newest sample has it.
+	waitUntil(t, "plots of the last hours", func() error {
+		var h struct {
+			Samples []struct {
+				AllocatedGPUs int `json:"allocated_gpus"`
+			}
+		}
+		if err := s.API.Do(ctx, http.MethodGet, "/v1/history?since=1h", nil, &h); err != nil {
+			return err
+		}
+		pts, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`[...document.querySelectorAll("#plots polyline")].map(p => p.getAttribute("points").split(" ").filter(Boolean).length)`))
+		if err != nil {
+			return err
+		}
+		if len(pts) != 9 || len(h.Samples) < 2 {
+			return fmt.Errorf("%d polylines %v, %d samples", len(pts), pts, len(h.Samples))
+		}
+		for _, n := range pts {
+			if n < 2 {
+				return fmt.Errorf("a plot line with %d points: %v", n, pts)
+			}
+		}
+		if h.Samples[len(h.Samples)-1].AllocatedGPUs != 8 {
+			return fmt.Errorf("newest sample has %d GPUs allocated", h.Samples[len(h.Samples)-1].AllocatedGPUs)
+		}
+		return nil
+	})
+
+	// A job's page: click one of its GPUs; its history and log tail.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`.gpu[data-owner=%q]`, acc.JobID)))); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the job's page", func() error {
+		txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#detail")))
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"job " + acc.JobID, "history", "bound", "log (last 40 lines"} {
+			if !strings.Contains(txt, want) {
+				return fmt.Errorf("job page lacks %q: %q", want, txt)
+			}
+		}
+		return nil
+	})
+	// A node's page, and its drain button (admin).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.node[data-node="n002"] .name`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#detail button[data-node-action="drain"]`))); err != nil {
+		t.Fatalf("no drain button on the node page: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#detail button[data-node-action="drain"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "n002 drained from its page", func() error {
+		var n api.Node
+		if err := s.API.Do(ctx, http.MethodGet, "/v1/nodes/n002", nil, &n); err != nil {
+			return err
+		}
+		if !n.Draining {
+			return fmt.Errorf("n002 not draining")
+		}
+		return nil
+	})
+	if err := s.API.Do(ctx, http.MethodPost, "/v1/nodes/n002/undrain", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#detail-close"))); err != nil {
+		t.Fatal(err)
+	}
+	// The quota view lists a quota set through the API.
+	if err := s.API.Do(ctx, http.MethodPut, "/v1/quotas/default/research", api.QuotaRequest{GuaranteedGPUs: 16}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the quota view", func() error {
+		txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#quotas")))
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(txt, "default/research") || !strings.Contains(txt, "16") {
+			return fmt.Errorf("quotas read %q", txt)
+		}
+		return nil
+	})
 
 	// Fill the fleet with preemptible training; ask inference for more
 	// than the budget lets it take: a page with priced options.

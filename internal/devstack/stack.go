@@ -35,6 +35,9 @@ type Config struct {
 	Interval time.Duration
 	// Sched overrides the scheduling config (dev compresses time).
 	Sched sched.Config
+	// HistoryEvery is how often the dashboard's plots get a sample
+	// (the control plane's default, 30 s, when zero).
+	HistoryEvery time.Duration
 	// Berth is the berth binary the demo workloads run (`berth workload`).
 	Berth  string
 	Logger *slog.Logger
@@ -100,7 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	adminFile := filepath.Join(cfg.DataDir, "admin.token")
 	s := &Stack{cfg: cfg}
 	in, err := server.Start(ctx, server.Config{Listen: cfg.Listen, DataDir: filepath.Join(cfg.DataDir, "server"),
-		Control: control.Config{HeartbeatInterval: cfg.Interval, Sched: cfg.Sched}, Logger: cfg.Logger,
+		Control: control.Config{HeartbeatInterval: cfg.Interval, Sched: cfg.Sched, HistoryEvery: cfg.HistoryEvery}, Logger: cfg.Logger,
 		Bootstrap: func(secret string) {
 			if err := server.SaveToken(adminFile, secret); err != nil {
 				cfg.Logger.Error("cannot save the admin token", "file", adminFile, "err", err)

@@ -461,7 +461,7 @@ func TestAPIClusterNodesAndDocs(t *testing.T) {
 		"/v1/jobs", "/v1/jobs/{id}", "/v1/deployments", "/v1/deployments/{id}", "/v1/cluster/topology",
 		"/v1/nodes", "/v1/nodes/{id}", "/v1/nodes/{id}/{action}", "/v1/quotas", "/v1/quotas/{scope}",
 		"/v1/alerts", "/v1/alerts/{id}", "/v1/alerts/{id}/actions/{action}", "/v1/tokens", "/v1/agent/heartbeat",
-		"/v1/jobs/{id}/logs", "/v1/deployments/{id}/logs", "/v1/agent/logs/poll", "/v1/agent/logs/reply", "/v1/usage"} {
+		"/v1/jobs/{id}/logs", "/v1/deployments/{id}/logs", "/v1/agent/logs/poll", "/v1/agent/logs/reply", "/v1/usage", "/v1/history"} {
 		if _, ok := doc.Paths[p]; !ok {
 			t.Errorf("openapi: no path %s", p)
 		}

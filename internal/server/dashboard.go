@@ -16,8 +16,10 @@ import (
 // Dashboard is GET /v1/dashboard: everything the fleet page shows, in one
 // answer so the page is one consistent picture per refresh.
 type Dashboard struct {
-	At          time.Time             `json:"at"`
-	Leader      bool                  `json:"leader"`
+	At     time.Time `json:"at"`
+	Leader bool      `json:"leader"`
+	// Role is the reader's: the page offers node actions to admins.
+	Role        string                `json:"role"`
 	Topology    api.Topology          `json:"topology"`
 	Utilization float64               `json:"utilization"`
 	Pods        []DashPod             `json:"pods"`
@@ -81,6 +83,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.Dashboard()
+	d.Role = p.Role()
 	if p.Kind != RoleAdmin {
 		// A team sees the fleet (as GET /v1/nodes shows it) but only its
 		// own queue, and no alerts: those are an operator's (admin).

@@ -173,6 +173,7 @@ func (s *Server) routes() {
 	auth("DELETE /v1/quotas/{scope...}", s.deleteQuota)
 
 	auth("GET /v1/usage", s.usage)
+	auth("GET /v1/history", s.history)
 
 	auth("GET /v1/alerts", s.listAlerts)
 	auth("GET /v1/alerts/{id}", s.getAlert)

@@ -145,6 +145,7 @@ func (tn *tenants) probes() []probe {
 		{"POST", "/v1/agent/heartbeat", hb("n-new"), all, false},
 		{"POST", "/v1/agent/heartbeat", hb("n1"), except("agent:n1"), false},
 		{"GET", "/v1/usage", nil, notTeams, false},
+		{"GET", "/v1/history", nil, notTeams, false},
 		{"GET", "/v1/deployments/" + tn.aDep + "/logs", nil, notA, true},
 		{"GET", "/v1/deployments/" + tn.bDep + "/logs?follow=true", nil, notB, true},
 		{"POST", "/v1/agent/logs/poll", model.LogPoll{NodeID: "n2"}, all, false},

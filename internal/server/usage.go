@@ -190,3 +190,24 @@ func quantile(v []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(v)))) - 1
 	return v[max(0, min(i, len(v)-1))]
 }
+
+// history answers GET /v1/history?since=6h: the fleet samples the
+// dashboard plots, oldest first.
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	p := principal(r.Context())
+	if !mayReadFleet(p) {
+		s.fail(w, r, forbidden(p, "role admin or team:<name>"))
+		return
+	}
+	now := time.Now()
+	since := now.Add(-6 * time.Hour)
+	if v := r.URL.Query().Get("since"); v != "" {
+		t, err := parseSince(v, now)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		since = t
+	}
+	writeJSON(w, 200, map[string]any{"since": since, "every": s.ctl.Config().HistoryEvery.String(), "samples": s.ctl.History(since)})
+}

@@ -167,6 +167,8 @@ func decode(k Kind, b []byte) (any, error) {
 		return decodeAs[model.Quota](b)
 	case Usage:
 		return decodeAs[model.UsageRecord](b)
+	case History:
+		return decodeAs[model.Sample](b)
 	}
 	return nil, nil
 }

@@ -16,6 +16,8 @@ const (
 	Idempotency Kind = "idempotency"
 	// Usage holds finished work's accounting records (model.UsageRecord).
 	Usage Kind = "usage"
+	// History holds the dashboard's samples of the fleet (model.Sample).
+	History Kind = "history"
 	// Docs holds the scheduler's single documents: reservations,
 	// relocations, recent preemptions, configuration overrides.
 	Docs Kind = "docs"
@@ -23,7 +25,7 @@ const (
 
 // kinds are the cached tables. The election lives under its own prefix
 // and is not cached.
-var kinds = []Kind{Nodes, Jobs, Deployments, Allocations, Quotas, Alerts, Tokens, Idempotency, Docs, Usage}
+var kinds = []Kind{Nodes, Jobs, Deployments, Allocations, Quotas, Alerts, Tokens, Idempotency, Docs, Usage, History}
 
 const electionDir = "election/"
 

@@ -12,6 +12,17 @@
     history.replaceState(null, "", location.pathname + location.search);
   }
 
+  async function text(path) {
+    const r = await fetch(path, { headers: { Authorization: "Bearer " + token } });
+    const body = await r.text();
+    if (!r.ok) {
+      let msg = r.statusText;
+      try { msg = JSON.parse(body).error.message; } catch (_) { /* not JSON */ }
+      throw new Error(msg);
+    }
+    return body;
+  }
+
   async function api(method, path) {
     const r = await fetch(path, { method, headers: { Authorization: "Bearer " + token } });
     const body = await r.json().catch(() => ({}));
@@ -101,38 +112,136 @@
 
   function alerts(d) {
     const open = d.alerts.filter((a) => !a.resolved_at);
-    const recent = d.alerts.filter((a) => a.resolved_at).slice(0, 3);
-    $("#alerts").replaceChildren(...open.concat(recent).map((a) => {
-      const p = a.page;
-      const kids = [el("h3", {}, (p ? "PAGE · " : a.severity.toUpperCase() + " · ") + a.kind + (a.subject ? " · " + a.subject : "")),
-        el("div", {}, a.message)];
-      if (p) {
-        if (p.would_preempt && p.would_preempt.length) {
-          kids.push(el("table", {}, el("tr", {}, ["would preempt", "team", "GPUs", "running", "since checkpoint", "cost"].map((h) => el("th", {}, h))),
-            p.would_preempt.map((v) => el("tr", {}, el("td", {}, v.job), el("td", {}, v.team), el("td", {}, v.gpus),
-              el("td", {}, dur(v.runtime)), el("td", {}, dur(v.since_checkpoint)), el("td", {}, hours(v.cost_gpu_hours))))));
-        }
-        if (!a.resolved_at && !a.choice) {
-          kids.push(el("div", {}, p.actions.map((x) => el("button", {
-            class: "action" + (x.id === "preempt" ? " primary" : ""), "data-action": x.id,
-            title: "costs " + hours(x.cost_gpu_hours) + ", " + x.replicas + " replicas",
-            onclick: (ev) => act(a.id, x.id, ev.target),
-          }, x.label + " (" + hours(x.cost_gpu_hours) + " of training progress)"))));
-        }
-      }
-      if (a.choice) kids.push(el("div", { class: "choice" }, "chosen: " + a.choice.action + " by " + a.choice.by + " at " + when(a.choice.at)));
-      return el("div", { class: "alert" + (p ? " page" : "") + (a.resolved_at ? " resolved" : ""), "data-alert": a.id }, kids);
-    }));
+    const resolved = d.alerts.filter((a) => a.resolved_at);
+    $("#resolved").hidden = resolved.length === 0;
+    $("#resolved summary").textContent = resolved.length + " resolved alert" + (resolved.length === 1 ? "" : "s");
+    $("#resolved-list").replaceChildren(...resolved.map(alertView));
+    $("#alerts").replaceChildren(...open.map(alertView));
   }
 
-  let timer = null;
+  function alertView(a) {
+    const p = a.page;
+    const kids = [el("h3", {}, (p ? "PAGE · " : a.severity.toUpperCase() + " · ") + a.kind + (a.subject ? " · " + a.subject : "")),
+      el("div", {}, a.message)];
+    if (p) {
+      if (p.would_preempt && p.would_preempt.length) {
+        kids.push(el("table", {}, el("tr", {}, ["would preempt", "team", "GPUs", "running", "since checkpoint", "cost"].map((h) => el("th", {}, h))),
+          p.would_preempt.map((v) => el("tr", {}, el("td", {}, v.job), el("td", {}, v.team), el("td", {}, v.gpus),
+            el("td", {}, dur(v.runtime)), el("td", {}, dur(v.since_checkpoint)), el("td", {}, hours(v.cost_gpu_hours))))));
+      }
+      if (!a.resolved_at && !a.choice) {
+        kids.push(el("div", {}, p.actions.map((x) => el("button", {
+          class: "action" + (x.id === "preempt" ? " primary" : ""), "data-action": x.id,
+          title: "costs " + hours(x.cost_gpu_hours) + ", " + x.replicas + " replicas",
+          onclick: (ev) => act(a.id, x.id, ev.target),
+        }, x.label + " (" + hours(x.cost_gpu_hours) + " of training progress)"))));
+      }
+    }
+    if (a.choice) kids.push(el("div", { class: "choice" }, "chosen: " + a.choice.action + " by " + a.choice.by + " at " + when(a.choice.at)));
+    return el("div", { class: "alert" + (p ? " page" : "") + (a.resolved_at ? " resolved" : ""), "data-alert": a.id }, kids);
+  }
+
+  // Plots of the last hours: one SVG polyline per series, from the
+  // samples the server keeps in its table (GET /v1/history).
+  function plot(id, samples, series, yMax) {
+    const svg = document.querySelector(id + " svg");
+    const W = 300, H = 90, L = 26, B = 12;
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+    svg.setAttribute("preserveAspectRatio", "none");
+    const t0 = samples.length ? Date.parse(samples[0].at) : 0, t1 = samples.length ? Date.parse(samples[samples.length - 1].at) : 1;
+    let top = yMax;
+    if (top === undefined) {
+      top = 1;
+      for (const s of series) for (const x of samples) top = Math.max(top, s.value(x));
+    }
+    const X = (t) => L + (W - L - 2) * (t1 > t0 ? (t - t0) / (t1 - t0) : 1), Y = (v) => H - B - (H - B - 4) * v / top;
+    const ns = "http://www.w3.org/2000/svg";
+    const mk = (tag, attrs, txt) => { const n = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v); if (txt !== undefined) n.textContent = txt; return n; };
+    const kids = [mk("text", { x: 0, y: 10 }, String(Math.round(top))), mk("text", { x: 0, y: H - B }, "0"),
+      mk("line", { x1: L, y1: H - B, x2: W, y2: H - B, stroke: "#dfe3e8" })];
+    if (samples.length) {
+      kids.push(mk("text", { x: L, y: H - 1 }, new Date(t0).toLocaleTimeString()), mk("text", { x: W - 48, y: H - 1 }, new Date(t1).toLocaleTimeString()));
+    }
+    series.forEach((s, i) => kids.push(mk("polyline", { class: "k" + i, "data-series": s.name,
+      points: samples.map((x) => X(Date.parse(x.at)).toFixed(1) + "," + Y(s.value(x)).toFixed(1)).join(" ") })));
+    svg.replaceChildren(...kids);
+  }
+
+  async function plots() {
+    try {
+      const h = await api("GET", "/v1/history?since=6h");
+      const ss = h.samples;
+      $("#history-note").textContent = ss.length + " samples, one every " + h.every;
+      plot("#plot-lp", ss, [{ name: "node", value: (x) => x.largest_node }, { name: "pod", value: (x) => x.largest_pod }, { name: "any", value: (x) => x.largest_any }]);
+      plot("#plot-util", ss, [{ name: "utilization", value: (x) => x.total_gpus ? 100 * x.allocated_gpus / x.total_gpus : 0 }], 100);
+      plot("#plot-queue", ss, [0, 1, 2, 3].map((k) => ({ name: ["<8", "8-63", "64-255", ">=256"][k], value: (x) => x.queued[k] })));
+      plot("#plot-preempt", ss, [{ name: "preemptions", value: (x) => x.preemptions }]);
+    } catch (e) {
+      $("#history-note").textContent = "history unavailable: " + e.message;
+    }
+  }
+
+  async function quotas() {
+    try {
+      const q = await api("GET", "/v1/quotas");
+      $("#quotas tbody").replaceChildren(...q.quotas.map((x) => el("tr", { "data-scope": x.scope },
+        el("td", {}, x.scope), el("td", {}, x.guaranteed_gpus), el("td", {}, x.max_gpus || "no cap"), el("td", {}, x.used_gpus),
+        el("td", {}, x.borrowed_gpus || ""),
+        el("td", { class: "reason" }, x.max_gpus && x.used_gpus >= x.max_gpus ? "at its cap" : x.used_gpus > x.guaranteed_gpus ? "borrowing past its guarantee" : ""))));
+    } catch (e) { /* a team token reads its own scopes; nothing to show otherwise */ }
+  }
+
+  // The detail panel: #job=ID or #node=ID, opened by a click on a queue
+  // row, a GPU cell or a node's name.
+  let last = null;
+  async function detail() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const job = h.get("job"), node = h.get("node");
+    if (!job && !node) { $("#detail").hidden = true; return; }
+    $("#detail").hidden = false;
+    const body = $("#detail-body");
+    try {
+      if (job) {
+        const j = await api("GET", "/v1/jobs/" + encodeURIComponent(job));
+        let logs;
+        try { logs = await text("/v1/jobs/" + encodeURIComponent(job) + "/logs?tail=40"); } catch (e) { logs = "(" + e.message + ")"; }
+        body.replaceChildren(el("h2", { "data-detail": "job" }, "job " + j.id + (j.name ? " (" + j.name + ")" : "")),
+          el("div", {}, j.shape.gpus + " GPUs · topology " + j.shape.topology + " · " + j.state + " · priority " + j.priority +
+            (j.preemptible ? " · preemptible" : "") + (j.preempt_count ? " · preempted " + j.preempt_count + "×" : "")),
+          j.pending_reason ? el("p", { class: "reason" }, "why pending: " + j.pending_reason.message) : null,
+          el("h3", {}, "allocations"), el("ul", {}, (j.allocations || []).map((a) => el("li", {}, a.id + " on " + a.node_id + " GPUs " + a.gpu_mask + (a.stopping ? " (stopping)" : "")))),
+          el("h3", {}, "history"), el("table", { class: "history" }, (j.history || []).map((e) => el("tr", {}, el("td", {}, when(e.at)), el("td", {}, e.event), el("td", {}, e.detail || "")))),
+          el("h3", {}, "log (last 40 lines of stdout)"), el("pre", { class: "logs" }, logs || "(empty)"));
+      } else {
+        const n = await api("GET", "/v1/nodes/" + encodeURIComponent(node));
+        const cells = last ? last.pods.flatMap((p) => p.nodes).find((x) => x.id === node) : null;
+        const acts = isAdmin ? ["drain", "undrain", "quarantine", "unquarantine"].map((a) => el("button", { "data-node-action": a,
+          onclick: async (ev) => { ev.target.disabled = true; try { await api("POST", "/v1/nodes/" + encodeURIComponent(node) + "/" + a); $("#status").textContent = a + " " + node; } catch (e) { $("#status").textContent = "could not " + a + ": " + e.message; } refresh(); detail(); } }, a)) : [];
+        body.replaceChildren(el("h2", { "data-detail": "node" }, "node " + n.id),
+          el("div", {}, "pod " + n.pod + " · " + (n.pool || "no pool") + " · " + n.gpus + "× " + n.model + " · " + n.health +
+            (n.draining ? " · draining" : "") + (n.quarantined ? " · quarantined" : "") + (n.quarantined_gpus ? " · quarantined GPUs " + n.quarantined_gpus : "")),
+          el("div", { class: "muted" }, "epoch " + n.boot_epoch + " · last heartbeat " + when(n.last_heartbeat) + " · free GPUs " + n.free_gpus),
+          el("h3", {}, "GPUs"), el("table", {}, (cells ? cells.gpus : []).map((c, i) => el("tr", {}, el("td", {}, "GPU " + i), el("td", {}, c.kind),
+            el("td", {}, c.owner ? el("a", { href: "#job=" + encodeURIComponent(c.owner) }, c.owner) : ""), el("td", {}, c.alloc || "")))),
+          el("div", { class: "acts" }, acts));
+      }
+    } catch (e) {
+      body.replaceChildren(el("p", { class: "error" }, e.message));
+    }
+  }
+  let isAdmin = false;
+
+  let timer = null, ticks = 0;
   async function refresh() {
     clearTimeout(timer);
     try {
       const d = await api("GET", "/v1/dashboard");
       $("#login").hidden = true;
       $("#app").hidden = false;
+      last = d;
+      isAdmin = d.role === "admin";
       headline(d); grid(d); queue(d); deployments(d); alerts(d);
+      if (++ticks % 5 === 1) { plots(); quotas(); }
       $("#status").textContent = d.leader ? "live" : "live (from a follower)";
       $("#updated").textContent = "updated " + when(d.at);
       document.body.dataset.updated = d.at;
@@ -154,6 +263,15 @@
     sessionStorage.setItem("berth-token", token);
     refresh();
   });
+  window.addEventListener("hashchange", detail);
+  $("#detail-close").addEventListener("click", () => { history.replaceState(null, "", location.pathname); detail(); });
+  document.addEventListener("click", (ev) => {
+    const t = ev.target;
+    const row = t.closest && t.closest("tr[data-job]");
+    if (row && !row.dataset.job.startsWith("deployment")) { location.hash = "job=" + row.dataset.job; return; }
+    if (t.classList && t.classList.contains("gpu") && t.dataset.owner && t.dataset.kind !== "inference") { location.hash = "job=" + t.dataset.owner; return; }
+    if (t.classList && t.classList.contains("name") && t.parentElement.dataset.node) location.hash = "node=" + t.parentElement.dataset.node;
+  });
   document.addEventListener("mouseover", (ev) => {
     const tip = $("#tip"), t = ev.target.dataset && ev.target.dataset.tip;
     if (!t) { tip.hidden = true; return; }
@@ -163,4 +281,5 @@
     tip.hidden = false;
   });
   refresh();
+  detail();
 })();

@@ -1,0 +1,95 @@
+package control
+
+import (
+	"sort"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
+	"github.com/berthsched/berth/internal/store"
+)
+
+// The dashboard's plots over the last hours come from samples the leader
+// writes into the table, one key per sample, so a new leader (or a
+// follower serving the page) has the same history. Samples past
+// Config.HistoryKeep are removed as new ones are written.
+
+// sampleFleet writes a sample when HistoryEvery has passed since the
+// newest one the table holds.
+func (c *Controller) sampleFleet(ch *change, in *input) {
+	var newest time.Time
+	var old []string
+	cut := ch.now.Add(-c.cfg.HistoryKeep)
+	c.st.Cache().Read(func(v store.View) {
+		v.Each(store.History, func(id string, e store.Entry) {
+			s, ok := e.Obj.(model.Sample)
+			if !ok {
+				return
+			}
+			if s.At.After(newest) {
+				newest = s.At
+			}
+			if s.At.Before(cut) {
+				old = append(old, id)
+			}
+		})
+	})
+	if ch.now.Sub(newest) < c.cfg.HistoryEvery {
+		return
+	}
+	s := c.Sample(in.state, ch.now)
+	ch.txn.Put(store.History, s.At.UTC().Format("20060102T150405.000"), s)
+	sort.Strings(old)
+	for _, id := range old[:min(len(old), usageSweepMax)] {
+		ch.txn.Delete(store.History, id)
+	}
+}
+
+// Sample is the fleet now, measured the way the server reports it.
+func (c *Controller) Sample(st sched.State, now time.Time) model.Sample {
+	cfg := c.cfg.Sched
+	ix := sched.NewIndex(st.Nodes, st.Allocations, cfg)
+	sum := sched.Available(ix, c.Reservations(), cfg, false)
+	s := model.Sample{At: now, LargestNode: sum.LargestPlaceable.Node, LargestPod: sum.LargestPlaceable.Pod, LargestAny: sum.LargestPlaceable.Any}
+	for _, n := range st.Nodes {
+		if n.Schedulable() {
+			s.TotalGPUs += n.GPUs - n.QuarantinedGPUs.Count()
+		}
+	}
+	shared := map[string]bool{}
+	for _, a := range st.Allocations {
+		if a.GPUMilli > 0 {
+			k := a.NodeID + "/" + a.GPUs.String()
+			if !shared[k] {
+				shared[k] = true
+				s.AllocatedGPUs++
+			}
+			continue
+		}
+		s.AllocatedGPUs += a.GPUs.Count()
+	}
+	for _, j := range st.Jobs {
+		switch j.State {
+		case model.JobPending:
+			s.Queued[model.SizeClass(j.Shape.GPUs)]++
+		case model.JobRunning:
+			s.RunningTraining++
+		}
+	}
+	s.Preemptions, s.PreemptedGPUs = c.RecentPreemptions(now)
+	return s
+}
+
+// History lists the samples at or after since, oldest first.
+func (c *Controller) History(since time.Time) []model.Sample {
+	out := []model.Sample{}
+	c.st.Cache().Read(func(v store.View) {
+		v.Each(store.History, func(_ string, e store.Entry) {
+			if s, ok := e.Obj.(model.Sample); ok && !s.At.Before(since) {
+				out = append(out, s)
+			}
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
