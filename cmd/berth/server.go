@@ -99,6 +99,7 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 	f.DurationVar(&heartbeat, "heartbeat-interval", 5*time.Second, "how often agents are told to report")
 	f.DurationVar(&lostAfter, "lost-after", 0, "silence after which a node is lost and its work requeued (default 12 heartbeat intervals)")
 	f.DurationVar(&cfg.Control.UsageRetention, "usage-retention", 90*24*time.Hour, "how long finished work's usage records (berth usage) are kept")
+	f.DurationVar(&cfg.Control.HistoryEvery, "history-every", 30*time.Second, "how often the leader samples the fleet for the dashboard's plots (kept 6 h)")
 	f.BoolVar(&logJSON, "log-json", false, "log (and audit) as JSON")
 	return cmd
 }

@@ -202,3 +202,32 @@ func TestSweepLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestDeploymentLogs reads a running replica's output by replica number.
+func TestDeploymentLogs(t *testing.T) {
+	f := newFleet(t)
+	f.startAgent("n1", "")
+	ctx := context.Background()
+	one := 1
+	req := api.DeploymentRequest{Name: "chat", Team: "t", MinReplicas: 1, MaxReplicas: 2, Desired: &one,
+		ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"},
+		Command:      []string{os.Args[0]}, Env: map[string]string{"BERTH_TEST_WORKLOAD": "serve"}}
+	if err := f.api.Do(ctx, "POST", "/v1/deployments", req, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica 0's log says where it serves", func() error {
+		var b bytes.Buffer
+		if err := f.api.Stream(ctx, "/v1/deployments/chat/logs?replica=0", &b); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(b.String(), "serving on http://127.0.0.1:") {
+			return fmt.Errorf("log %q", b.String())
+		}
+		return nil
+	})
+	err := f.api.Stream(ctx, "/v1/deployments/chat/logs?replica=1", &bytes.Buffer{})
+	var se *client.StatusError
+	if !errors.As(err, &se) || se.Status != 400 || se.Body.Field != "replica" || !strings.Contains(se.Body.Message, "0") {
+		t.Fatalf("a replica that does not run: %v", err)
+	}
+}
