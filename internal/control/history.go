@@ -51,23 +51,7 @@ func (c *Controller) Sample(st sched.State, now time.Time) model.Sample {
 	ix := sched.NewIndex(st.Nodes, st.Allocations, cfg)
 	sum := sched.Available(ix, c.Reservations(), cfg, false)
 	s := model.Sample{At: now, LargestNode: sum.LargestPlaceable.Node, LargestPod: sum.LargestPlaceable.Pod, LargestAny: sum.LargestPlaceable.Any}
-	for _, n := range st.Nodes {
-		if n.Schedulable() {
-			s.TotalGPUs += n.GPUs - n.QuarantinedGPUs.Count()
-		}
-	}
-	shared := map[string]bool{}
-	for _, a := range st.Allocations {
-		if a.GPUMilli > 0 {
-			k := a.NodeID + "/" + a.GPUs.String()
-			if !shared[k] {
-				shared[k] = true
-				s.AllocatedGPUs++
-			}
-			continue
-		}
-		s.AllocatedGPUs += a.GPUs.Count()
-	}
+	s.TotalGPUs, s.AllocatedGPUs = model.SchedulableGPUs(st.Nodes), model.AllocatedGPUs(st.Allocations)
 	for _, j := range st.Jobs {
 		switch j.State {
 		case model.JobPending:

@@ -49,11 +49,3 @@ func TeamOf(scope string) (org, team string) {
 	}
 	return "default", scope
 }
-
-// AllocGPUs is what an allocation holds in GPUs: a share counts its part.
-func AllocGPUs(a *Allocation) float64 {
-	if a.GPUMilli > 0 {
-		return float64(a.GPUMilli) / 1000
-	}
-	return float64(a.GPUs.Count())
-}

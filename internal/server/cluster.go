@@ -39,24 +39,7 @@ func (s *Server) Topology() api.Topology {
 		t.FreeByNode = map[string]int{}
 	}
 	t.CheckpointBandwidth, t.Measured, t.CheckpointFloor = sched.StorageView(cfg, s.ctl.MeasuredBandwidth())
-	for _, n := range nodes {
-		if n.Schedulable() {
-			t.TotalGPUs += n.GPUs - n.QuarantinedGPUs.Count()
-		}
-	}
-	shared := map[string]bool{}
-	for _, a := range allocs {
-		if a.GPUMilli > 0 {
-			// A shared GPU counts once, however many shares it holds.
-			k := a.NodeID + "/" + a.GPUs.String()
-			if !shared[k] {
-				shared[k] = true
-				t.AllocatedGPUs++
-			}
-			continue
-		}
-		t.AllocatedGPUs += a.GPUs.Count()
-	}
+	t.TotalGPUs, t.AllocatedGPUs = model.SchedulableGPUs(nodes), model.AllocatedGPUs(allocs)
 	// Milli left on shared GPUs is free capacity no whole-GPU request can
 	// use: it counts as free and as fragmented.
 	sharedFree := float64(t.SharedFreeMilli) / 1000
