@@ -69,10 +69,10 @@ func (p Principal) Team() (org, team string) { return splitTeam(p.Scope) }
 
 // splitTeam reads a team scope: org/team, or team in the org "default".
 func splitTeam(scope string) (org, team string) {
-	if o, t, ok := strings.Cut(scope, "/"); ok {
-		return o, t
+	if scope == "" {
+		return "default", ""
 	}
-	return "default", scope
+	return model.TeamOf(scope)
 }
 
 // Role is the principal's role string.

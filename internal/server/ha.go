@@ -77,6 +77,8 @@ func (s *Server) proxy(leader string) *httputil.ReverseProxy {
 	}
 	target, _ := url.Parse(leader)
 	p := &httputil.ReverseProxy{
+		// Flushed as written: a forwarded log follow streams.
+		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host

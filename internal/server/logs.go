@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"sort"
 	"strconv"
@@ -34,6 +33,10 @@ const logAnswerWait = 10 * time.Second
 // cannot pile work on an agent that is slow to poll.
 const maxQueuedLogReads = 64
 
+// maxReadsPerToken bounds the log reads (follows included) one token has
+// open at once, on the server that serves them.
+const maxReadsPerToken = 8
+
 // followEvery is how often a follow asks the agent for what is new.
 const followEvery = 500 * time.Millisecond
 
@@ -47,11 +50,12 @@ type logHub struct {
 	wake    map[string]chan struct{}      // a node's poll, waiting
 	answers map[string]chan model.LogChunk
 	node    map[string]string // request id → node, so only it may answer
+	reading map[string]int    // open log reads by token id
 }
 
 func newLogHub() *logHub {
 	return &logHub{queue: map[string][]model.LogRequest{}, wake: map[string]chan struct{}{},
-		answers: map[string]chan model.LogChunk{}, node: map[string]string{}}
+		answers: map[string]chan model.LogChunk{}, node: map[string]string{}, reading: map[string]int{}}
 }
 
 // ask queues a request for node and waits for its answer.
@@ -94,6 +98,27 @@ func (h *logHub) ask(ctx context.Context, node string, req model.LogRequest) (mo
 			Message: fmt.Sprintf("the agent on node %s did not answer for its log within %s: is it running, and on a berth version that serves logs?", node, logAnswerWait)}
 	case <-ctx.Done():
 		return model.LogChunk{}, ctx.Err()
+	}
+}
+
+// open counts a log read for a token; false past maxReadsPerToken, so
+// one tenant's follows cannot fill a shared node's queue (and refuse
+// every other team's reads there).
+func (h *logHub) open(token string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reading[token] >= maxReadsPerToken {
+		return false
+	}
+	h.reading[token]++
+	return true
+}
+
+func (h *logHub) close(token string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reading[token]--; h.reading[token] <= 0 {
+		delete(h.reading, token)
 	}
 }
 
@@ -219,13 +244,11 @@ func parseLogQuery(q url.Values, now time.Time) (logQuery, error) {
 		lq.tail = n
 	}
 	if v := q.Get("since"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-			lq.since = now.Add(-d)
-		} else if t, err := time.Parse(time.RFC3339, v); err == nil {
-			lq.since = t
-		} else {
-			return lq, api.Invalid("since", "%s", "a duration such as 10m or an RFC 3339 time, not "+api.Quote(v))
+		t, err := parseSince(v, now)
+		if err != nil {
+			return lq, err
 		}
+		lq.since = t
 	}
 	return lq, nil
 }
@@ -300,6 +323,12 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, at model.Allo
 		s.fail(w, r, control.ErrNotLeader)
 		return
 	}
+	tok := principal(r.Context()).TokenID
+	if !s.logs.open(tok) {
+		s.fail(w, r, &api.Error{Code: "unavailable", Message: fmt.Sprintf("this token already has %d log reads open: end one (a follow ends with its reader)", maxReadsPerToken)})
+		return
+	}
+	defer s.logs.close(tok)
 	ask := func(off int64) (model.LogChunk, error) {
 		req := model.LogRequest{Alloc: at.ID, Stream: lq.stream, Offset: off, Tail: lq.tail, Since: lq.since}
 		c, err := s.logs.ask(r.Context(), at.NodeID, req)
@@ -348,27 +377,14 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, at model.Allo
 	}
 }
 
-// forwardStream proxies a log read to the leader, flushing as it goes
-// and with no forwarding timeout: a follow lasts as long as its reader.
+// forwardStream proxies a log read to the leader with no forwarding
+// timeout (leaderWrite's): a follow lasts as long as its reader. The
+// proxy flushes each write.
 func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request) {
 	leader := s.leaderHint(r)
-	target, err := url.Parse(leader)
-	if leader == "" || leader == s.id || err != nil || target.Host == "" {
+	if leader == "" || leader == s.id || !strings.Contains(leader, "://") {
 		s.fail(w, r, control.ErrNotLeader)
 		return
 	}
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Host = target.Host
-			pr.Out.Header.Set(forwardedHeader, s.id)
-		},
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: api.Error{Code: "not_leader",
-				Message: "the leader (" + leader + ") does not answer: retry"}})
-		},
-	}
-	p.ServeHTTP(w, r)
+	s.proxy(leader).ServeHTTP(w, r)
 }

@@ -34,3 +34,23 @@ func TestLogQuery(t *testing.T) {
 		t.Fatalf("since as a time: %+v %v", lq, err)
 	}
 }
+
+// TestLogReadsPerToken: a token's open reads are capped, others' are not.
+func TestLogReadsPerToken(t *testing.T) {
+	h := newLogHub()
+	for i := 0; i < maxReadsPerToken; i++ {
+		if !h.open("t1") {
+			t.Fatalf("read %d refused", i+1)
+		}
+	}
+	if h.open("t1") {
+		t.Fatal("a read past the cap was let through")
+	}
+	if !h.open("t2") {
+		t.Fatal("another token refused because of t1")
+	}
+	h.close("t1")
+	if !h.open("t1") {
+		t.Fatal("a read refused after one ended")
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	if by == "" {
 		by = "team"
 	}
-	if !contains(api.UsageGroups, by) {
+	if !slices.Contains(api.UsageGroups, by) {
 		s.fail(w, r, api.Invalid("by", "one of %s, not %s", strings.Join(api.UsageGroups, ", "), api.Quote(by)))
 		return
 	}
@@ -79,15 +80,6 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, api.Invalid("since", "a duration (7d, 12h, 30m) or an RFC 3339 time, not %s", api.Quote(v))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func usageKey(by string, kind model.OwnerKind, org, team, user string) string {
