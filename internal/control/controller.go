@@ -27,9 +27,12 @@ type Controller struct {
 	// usageSwept is when the loop last looked for expired usage records
 	// (the loop's goroutine only).
 	usageSwept time.Time
-	st         *store.Store
-	cfg        Config
-	log        *slog.Logger
+	// sampledAt is the newest history sample's time (the loop's
+	// goroutine only); zero until read from the table.
+	sampledAt time.Time
+	st        *store.Store
+	cfg       Config
+	log       *slog.Logger
 
 	mu sync.RWMutex
 	w  *store.Writer // nil unless leading
@@ -97,6 +100,7 @@ func (c *Controller) Kick() {
 func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 	w := l.Writer()
 	c.live.reset(c.cfg.Clock())
+	c.sampledAt = time.Time{} // another leader may have sampled since
 	c.mu.Lock()
 	c.w = w
 	c.mu.Unlock()

@@ -15,30 +15,33 @@ import (
 // Config.HistoryKeep are removed as new ones are written.
 
 // sampleFleet writes a sample when HistoryEvery has passed since the
-// newest one the table holds.
+// newest one the table holds (read from the table once per leadership,
+// then remembered), and removes the samples past HistoryKeep.
 func (c *Controller) sampleFleet(ch *change, in *input) {
-	var newest time.Time
-	var old []string
-	cut := ch.now.Add(-c.cfg.HistoryKeep)
-	c.st.Cache().Read(func(v store.View) {
-		v.Each(store.History, func(id string, e store.Entry) {
-			s, ok := e.Obj.(model.Sample)
-			if !ok {
-				return
-			}
-			if s.At.After(newest) {
-				newest = s.At
-			}
-			if s.At.Before(cut) {
-				old = append(old, id)
-			}
+	if c.sampledAt.IsZero() {
+		c.st.Cache().Read(func(v store.View) {
+			v.Each(store.History, func(_ string, e store.Entry) {
+				if s, ok := e.Obj.(model.Sample); ok && s.At.After(c.sampledAt) {
+					c.sampledAt = s.At
+				}
+			})
 		})
-	})
-	if ch.now.Sub(newest) < c.cfg.HistoryEvery {
+	}
+	if ch.now.Sub(c.sampledAt) < c.cfg.HistoryEvery {
 		return
 	}
 	s := c.Sample(in.state, ch.now)
 	ch.txn.Put(store.History, s.At.UTC().Format("20060102T150405.000"), s)
+	c.sampledAt = s.At
+	cut := ch.now.Add(-c.cfg.HistoryKeep)
+	var old []string
+	c.st.Cache().Read(func(v store.View) {
+		v.Each(store.History, func(id string, e store.Entry) {
+			if s, ok := e.Obj.(model.Sample); ok && s.At.Before(cut) {
+				old = append(old, id)
+			}
+		})
+	})
 	sort.Strings(old)
 	for _, id := range old[:min(len(old), usageSweepMax)] {
 		ch.txn.Delete(store.History, id)

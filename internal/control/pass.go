@@ -127,6 +127,9 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 		t0 := time.Now()
 		_, err := w.Commit(ctx, ch.txn)
 		c.observeApply(time.Since(t0), err)
+		if err != nil {
+			c.sampledAt = time.Time{} // a sample in it was not written: read the table again
+		}
 		return err
 	}
 	t0 := time.Now()
