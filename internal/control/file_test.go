@@ -41,7 +41,7 @@ func TestLoadFileSetsEveryKnob(t *testing.T) {
 		"budget.warn 0.1, page 0.3":     s.Budget.Warn == 0.1 && s.Budget.Page == 0.3,
 		"storage.bandwidth 50e9":        s.Storage.Bandwidth == 50e9,
 		"storage.min_deadline 45s":      s.Storage.MinDeadline == 45*time.Second,
-		"slo.max_gpus 64, 48h":          s.SLO.MaxGPUs == 64 && s.SLO.ScheduleAfter == 48*time.Hour,
+		"slo.max_gpus 64, 168h":         s.SLO.MaxGPUs == 64 && s.SLO.ScheduleAfter == 168*time.Hour,
 		"pools.borrow_max_gpus 32":      s.Pools.BorrowMaxGPUs == 32 && s.Pools.Inference == "inference",
 		"control.heartbeat_interval 5s": cfg.HeartbeatInterval == 5*time.Second,
 		"control.lost_after 1m":         cfg.LostAfter == time.Minute,

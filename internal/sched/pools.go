@@ -25,12 +25,14 @@ type Pools struct {
 	SmallMaxGPUs     int    `json:"small_max_gpus,omitempty" yaml:"small_max_gpus,omitempty"`
 	InferenceMinGPUs int    `json:"inference_min_gpus,omitempty" yaml:"inference_min_gpus,omitempty"`
 	BorrowInference  bool   `json:"borrow_inference,omitempty" yaml:"borrow_inference,omitempty"`
-	// BorrowMaxGPUs caps the jobs that may borrow the inference pool:
-	// taking back one replica's GPUs from a borrower preempts all of it,
-	// so a 256-GPU gang on loan would be reclaimed whole for 8 GPUs of
-	// serving every morning. Default 32 (the largest multi-node gang the
-	// design's mix lets borrow: 128 and 256-GPU gangs do not); negative
-	// means no cap.
+	// BorrowMaxGPUs caps the jobs that may borrow the inference pool.
+	// Default: no cap. Taking back one replica's GPUs from a borrower
+	// preempts all of it, so a large borrower is reclaimed whole when
+	// serving grows; but with a 32-GPU cap, measured on the seed mix,
+	// the inference pool's nightly headroom went only to gangs that are
+	// a quarter of the training GPU-hours while the 128 and 256-GPU
+	// gangs queued (BENCHMARKS.md, "one hold, a week, no borrow cap").
+	// Positive: the cap in GPUs.
 	BorrowMaxGPUs int `json:"borrow_max_gpus,omitempty" yaml:"borrow_max_gpus,omitempty"`
 	// SmallOverflow lets training for the small pool overflow into the
 	// training pool when the small pool is full.
@@ -133,10 +135,7 @@ func (ix *Index) groupsFor(r route, req *model.Request, swap string) []*group {
 
 // borrowMax is BorrowMaxGPUs with its default; no cap is the largest int.
 func (p *Pools) borrowMax() int {
-	switch {
-	case p.BorrowMaxGPUs == 0:
-		return 32
-	case p.BorrowMaxGPUs < 0:
+	if p.BorrowMaxGPUs <= 0 {
 		return int(^uint(0) >> 1)
 	}
 	return p.BorrowMaxGPUs

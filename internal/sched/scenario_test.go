@@ -135,6 +135,7 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		w.cfg.MaxRelocations = a.int("max-relocations", w.cfg.MaxRelocations)
 		w.cfg.FragTarget = a.int("frag-target", w.cfg.FragTarget)
 		w.cfg.SLO.MaxGPUs = a.int("slo-max-gpus", w.cfg.SLO.MaxGPUs)
+		w.cfg.MaxHolds = a.int("max-holds", w.cfg.MaxHolds)
 		if d := a.str("slo-schedule-after", ""); d != "" {
 			v, err := time.ParseDuration(d)
 			if err != nil {

@@ -125,7 +125,9 @@ func TestRoutes(t *testing.T) {
 		{"gang to training", model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining}, []route{{pool: "training"}}},
 		{"preemptible gang may borrow", model.Request{Shape: model.Shape{GPUs: 32}, Kind: model.OwnerTraining, Preemptible: true},
 			[]route{{pool: "training"}, {pool: "inference", borrowed: true}}},
-		{"a gang above borrow_max_gpus may not", model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining, Preemptible: true},
+		{"with no cap set, a large preemptible gang may borrow too", model.Request{Shape: model.Shape{GPUs: 256}, Kind: model.OwnerTraining, Preemptible: true},
+			[]route{{pool: "training"}, {pool: "inference", borrowed: true}}},
+		{"a gang that cannot be preempted never borrows", model.Request{Shape: model.Shape{GPUs: 8}, Kind: model.OwnerTraining},
 			[]route{{pool: "training"}}},
 	}
 	for _, tt := range tests {
@@ -140,6 +142,14 @@ func TestRoutes(t *testing.T) {
 				}
 			}
 		})
+	}
+	capped := DefaultPools()
+	capped.BorrowMaxGPUs = 32
+	if got := capped.routes(&model.Request{Shape: model.Shape{GPUs: 64}, Kind: model.OwnerTraining, Preemptible: true}); len(got) != 1 || got[0].pool != "training" {
+		t.Fatalf("a 64-GPU gang with borrow_max_gpus 32 routes to %+v, want the training pool only", got)
+	}
+	if got := capped.routes(&model.Request{Shape: model.Shape{GPUs: 32}, Kind: model.OwnerTraining, Preemptible: true}); len(got) != 2 || !got[1].borrowed {
+		t.Fatalf("a 32-GPU gang with borrow_max_gpus 32 routes to %+v, want the training pool, then borrowing", got)
 	}
 	if got := (&Pools{}).routes(&model.Request{Shape: model.Shape{GPUs: 1}}); len(got) != 2 || !got[0].any || got[0].skip != "sharing" || got[1].pool != "sharing" {
 		t.Fatalf("unconfigured pools route to %+v, want every pool but the sharing pool, then the sharing pool", got)
