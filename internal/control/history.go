@@ -34,18 +34,10 @@ func (c *Controller) sampleFleet(ch *change, in *input) {
 	ch.txn.Put(store.History, s.At.UTC().Format("20060102T150405.000"), s)
 	c.sampledAt = s.At
 	cut := ch.now.Add(-c.cfg.HistoryKeep)
-	var old []string
-	c.st.Cache().Read(func(v store.View) {
-		v.Each(store.History, func(id string, e store.Entry) {
-			if s, ok := e.Obj.(model.Sample); ok && s.At.Before(cut) {
-				old = append(old, id)
-			}
-		})
+	c.sweepBefore(ch, store.History, func(e store.Entry) bool {
+		s, ok := e.Obj.(model.Sample)
+		return ok && s.At.Before(cut)
 	})
-	sort.Strings(old)
-	for _, id := range old[:min(len(old), usageSweepMax)] {
-		ch.txn.Delete(store.History, id)
-	}
 }
 
 // Sample is the fleet now, measured the way the server reports it.

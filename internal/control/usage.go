@@ -58,17 +58,27 @@ func (c *Controller) sweepUsage(ch *change) {
 	}
 	c.usageSwept = ch.now
 	cut := ch.now.Add(-c.cfg.UsageRetention)
-	var old []string
+	c.sweepBefore(ch, store.Usage, func(e store.Entry) bool {
+		r, ok := e.Obj.(model.UsageRecord)
+		return ok && r.End.Before(cut)
+	})
+}
+
+// sweepBefore deletes, in this pass's write, the entries of kind that old
+// says have aged out: the oldest ids first (both kinds' ids sort by
+// time), at most usageSweepMax a pass so that one write stays small.
+func (c *Controller) sweepBefore(ch *change, kind store.Kind, old func(store.Entry) bool) {
+	var ids []string
 	c.st.Cache().Read(func(v store.View) {
-		v.Each(store.Usage, func(id string, e store.Entry) {
-			if r, ok := e.Obj.(model.UsageRecord); ok && r.End.Before(cut) {
-				old = append(old, id)
+		v.Each(kind, func(id string, e store.Entry) {
+			if old(e) {
+				ids = append(ids, id)
 			}
 		})
 	})
-	sort.Strings(old)
-	for _, id := range old[:min(len(old), usageSweepMax)] {
-		ch.txn.Delete(store.Usage, id)
+	sort.Strings(ids)
+	for _, id := range ids[:min(len(ids), usageSweepMax)] {
+		ch.txn.Delete(kind, id)
 	}
 }
 
