@@ -773,7 +773,7 @@ checkpoint:
 			t.Fatalf("API deployment after scale 2: desired %d target %d", d.Desired, d.Target)
 		}
 		ls := s.mustCLI(t, "deploy", "ls")
-		if r := row(ls, "chat"); len(r) < 10 || r[2] != "1" || r[3] != "2" || r[8] != "1" || r[9] != "3" {
+		if r := row(ls, "chat"); len(r) < 11 || r[2] != "1" || r[3] != "2" || r[6] != "0" || r[9] != "1" || r[10] != "3" {
 			t.Errorf("deploy ls row for chat %q\n%s", r, ls)
 		}
 		// min 0: created, but holding no GPUs.

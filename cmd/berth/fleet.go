@@ -134,13 +134,13 @@ func newDeployCmd() *cobra.Command {
 				return nil, nil, err
 			}
 			return list, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NAME\tTEAM\tGPUS/REPLICA\tDESIRED\tTARGET\tACTUAL\tREADY\tSTOPPING\tMIN\tMAX\tWHY SHORT")
+				fmt.Fprintln(tw, "NAME\tTEAM\tGPUS/REPLICA\tDESIRED\tTARGET\tACTUAL\tSTANDBY\tREADY\tSTOPPING\tMIN\tMAX\tWHY SHORT")
 				for _, d := range list.Deployments {
 					why := ""
 					if d.Pending != nil {
 						why = d.Pending.Message
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.ID, dash(d.Team), gpusOf(d.ReplicaShape.GPUs, d.ReplicaShape.GPUMilli), d.Desired, d.Target, d.Actual, d.Ready, d.Stopping, d.MinReplicas, d.MaxReplicas, dash(why))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.ID, dash(d.Team), gpusOf(d.ReplicaShape.GPUs, d.ReplicaShape.GPUMilli), d.Desired, d.Target, d.Actual, d.Standby, d.Ready, d.Stopping, d.MinReplicas, d.MaxReplicas, dash(why))
 				}
 			}, nil
 		})

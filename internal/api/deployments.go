@@ -140,6 +140,9 @@ type Deployment struct {
 	// Target is desired clamped into [min, max]: what berth reconciles to.
 	Target int `json:"target_replicas"`
 	Actual int `json:"actual_replicas"`
+	// Standby counts the replicas kept beyond the target (the server's
+	// standby_replicas setting): warm for the next scale-up.
+	Standby int `json:"standby_replicas"`
 	// Ready counts the replicas that serve: placed, and their readiness
 	// check passing (R4). Capacity is this, not Actual.
 	Ready    int     `json:"ready_replicas"`

@@ -43,6 +43,7 @@ func TestLoadFileSetsEveryKnob(t *testing.T) {
 		"storage.min_deadline 45s":      s.Storage.MinDeadline == 45*time.Second,
 		"slo.max_gpus 64, 168h":         s.SLO.MaxGPUs == 64 && s.SLO.ScheduleAfter == 168*time.Hour,
 		"pools.borrow_max_gpus 32":      s.Pools.BorrowMaxGPUs == 32 && s.Pools.Inference == "inference",
+		"standby_replicas 2":            s.Standby == 2,
 		"control.heartbeat_interval 5s": cfg.HeartbeatInterval == 5*time.Second,
 		"control.lost_after 1m":         cfg.LostAfter == time.Minute,
 		"control.stop_grace 30s":        cfg.StopGrace == 30*time.Second,

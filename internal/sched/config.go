@@ -39,6 +39,17 @@ type Config struct {
 	// behind holds for gangs that could not start for hours
 	// (BENCHMARKS.md, "one hold, a week, no borrow cap").
 	MaxHolds int `json:"max_holds,omitempty" yaml:"max_holds"`
+	// Standby is how many ready replicas each deployment keeps beyond its
+	// target, within max_replicas, while its target is above zero: the
+	// next scale-up finds them serving instead of paying a model load
+	// (and, at the morning ramp, a borrower's checkpoint) first. They take
+	// only the inference pool's free GPUs, before training borrows them:
+	// never another pool, never a preemption, never a pending reason. On
+	// a fleet without an inference pool there are none. Default 2: with
+	// one, the seed mix still shed 0.012-0.014% of its demand to loads at
+	// the morning ramp; with two, 0.004-0.008% (BENCHMARKS.md, "standby
+	// replicas"). Negative disables.
+	Standby int `json:"standby_replicas,omitempty" yaml:"standby_replicas"`
 	// MaxStarvationAlerts bounds those alerts per pass; the rest are
 	// counted in one summary alert. Default 20.
 	MaxStarvationAlerts int `json:"max_starvation_alerts,omitempty" yaml:"max_starvation_alerts"`
@@ -137,6 +148,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxHolds == 0 {
 		c.MaxHolds = 1
+	}
+	if c.Standby == 0 {
+		c.Standby = 2
 	}
 	if c.MaxStarvationAlerts == 0 {
 		c.MaxStarvationAlerts = 20

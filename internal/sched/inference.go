@@ -36,9 +36,52 @@ func (p *planner) inference() {
 	for i := range deps {
 		d := &deps[i]
 		p.grow(d, have, d.Target(), false, failed)
-		if reps := have[d.ID]; len(reps) > d.Target() {
-			p.scaleDown(d, reps)
+		if reps := have[d.ID]; len(reps) > p.keep(d) {
+			p.scaleDown(d, reps, p.keep(d))
 		}
+	}
+	for i := range deps {
+		if d := &deps[i]; !failed[d.ID] {
+			p.standby(d, have[d.ID])
+		}
+	}
+}
+
+// keep is how many replicas d keeps: its target and, while it serves at
+// all, the standby ones (Config.Standby) up to max_replicas.
+func (p *planner) keep(d *model.Deployment) int {
+	t := d.Target()
+	if t == 0 || p.cfg.Standby < 0 || !p.inPool(d) {
+		return t
+	}
+	return max(t, min(t+p.cfg.Standby, d.MaxReplicas))
+}
+
+// inPool reports whether d's replicas go to the inference pool.
+func (p *planner) inPool(d *model.Deployment) bool {
+	req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference}
+	r := p.cfg.Pools.routes(&req)
+	return p.cfg.Pools.Inference != "" && len(r) > 0 && r[0].pool == p.cfg.Pools.Inference
+}
+
+// standby places d's standby replicas, after every deployment's target
+// and before training, in the inference pool's free GPUs. They are not
+// demand, so one that does not fit waits silently for the next pass: no
+// preemption (taking a borrower's GPUs for a replica nobody asked for yet
+// cost more shed than it saved: BENCHMARKS.md), no pending reason.
+func (p *planner) standby(d *model.Deployment, reps map[int][]string) {
+	for next := 0; len(reps) < p.keep(d); next++ {
+		if _, ok := reps[next]; ok {
+			continue
+		}
+		req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Priority: d.Priority}
+		pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{exclude: p.exclude})
+		if why == nil {
+			reps[next] = nil
+			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Placement: pl})
+			continue
+		}
+		return
 	}
 }
 
@@ -153,7 +196,7 @@ func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, fro
 // defragmentation (R4's "relocate on natural churn"): stop first the
 // replicas whose node ends up with the most free GPUs, so scale-down hands
 // back whole nodes rather than holes; ties stop the highest-numbered.
-func (p *planner) scaleDown(d *model.Deployment, reps map[int][]string) {
+func (p *planner) scaleDown(d *model.Deployment, reps map[int][]string, keep int) {
 	freeAfter := map[int]int{}
 	for _, a := range p.s.Allocations {
 		if a.OwnerKind != model.OwnerInference || a.OwnerID != d.ID {
@@ -170,7 +213,7 @@ func (p *planner) scaleDown(d *model.Deployment, reps map[int][]string) {
 		}
 		return nums[a] > nums[b]
 	})
-	for _, r := range nums[:len(nums)-d.Target()] {
+	for _, r := range nums[:len(nums)-keep] {
 		p.d.Stops = append(p.d.Stops, Stop{OwnerID: d.ID, Replica: r, Allocations: reps[r]})
 	}
 }
