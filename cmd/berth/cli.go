@@ -196,7 +196,7 @@ func complete(list func(ctx context.Context, c *client.Client) []string) cobra.C
 // jobNames are the unfinished jobs' ids and names.
 func jobNames(ctx context.Context, c *client.Client) []string {
 	var l api.JobList
-	if c.Do(ctx, "GET", "/v1/jobs", nil, &l) != nil {
+	if c.Do(ctx, "GET", "/v1/jobs?state=pending,running", nil, &l) != nil {
 		return nil
 	}
 	var out []string

@@ -232,30 +232,26 @@ func countSet(cmd *cobra.Command, names ...string) int {
 func newJobLsCmd(conn *connFlags) *cobra.Command {
 	var team, state string
 	var all bool
+	var limit int
 	cmd := simple(conn, "ls", "List jobs, like squeue: id, team, GPUs, topology, state, age and why pending", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string, do clientDo) (any, func(*tabwriter.Writer), error) {
 			q := url.Values{}
 			if team != "" {
 				q.Set("team", team)
 			}
-			if state != "" {
+			switch {
+			case state != "":
 				q.Set("state", state)
-			}
-			var list api.JobList
-			if err := do(cmd.Context(), http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &list); err != nil {
-				return nil, nil, err
-			}
-			if !all && state == "" {
+			case !all:
 				// Like squeue: what is queued or running. Finished jobs
 				// with --all or --state.
-				live := list.Jobs[:0]
-				for _, j := range list.Jobs {
-					if !j.State.Terminal() {
-						live = append(live, j)
-					}
-				}
-				list.Jobs = live
+				q.Set("state", "pending,running")
 			}
+			jobs, err := listJobs(cmd.Context(), do, q, limit)
+			if err != nil {
+				return nil, nil, err
+			}
+			list := api.JobList{Jobs: jobs}
 			return list, func(tw *tabwriter.Writer) {
 				w := wide(cmd)
 				if w {
@@ -291,6 +287,7 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 	cmd.Flags().StringVar(&team, "team", "", "only this team's jobs")
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running, completed, failed, cancelled")
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "finished jobs too (completed, failed, cancelled)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many jobs, oldest first (0: every page)")
 	return cmd
 }
 
@@ -428,12 +425,12 @@ func resolveJob(ctx context.Context, do clientDo, arg string) (string, error) {
 	if strings.HasPrefix(arg, "j-") {
 		return arg, nil
 	}
-	var list api.JobList
-	if err := do(ctx, http.MethodGet, "/v1/jobs", nil, &list); err != nil {
+	jobs, err := listJobs(ctx, do, url.Values{"name": {arg}}, 0)
+	if err != nil {
 		return "", err
 	}
 	var live, all []string
-	for _, j := range list.Jobs {
+	for _, j := range jobs {
 		if j.Name == arg {
 			all = append(all, j.ID)
 			if !j.State.Terminal() {
@@ -452,6 +449,26 @@ func resolveJob(ctx context.Context, do clientDo, arg string) (string, error) {
 		return "", fmt.Errorf("job %s: %d finished jobs have that name (%s): give the id", api.Quote(arg), len(all), strings.Join(all, ", "))
 	}
 	return "", fmt.Errorf("job %s: no job with that id or name", api.Quote(arg))
+}
+
+// listJobs reads GET /v1/jobs page by page (the server pages at 500),
+// stopping at max jobs when max > 0.
+func listJobs(ctx context.Context, do clientDo, q url.Values, max int) ([]api.Job, error) {
+	var out []api.Job
+	for {
+		if max > 0 {
+			q.Set("limit", strconv.Itoa(min(max-len(out), 5000)))
+		}
+		var page api.JobList
+		if err := do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &page); err != nil {
+			return nil, err
+		}
+		out = append(out, page.Jobs...)
+		if page.Continue == "" || max > 0 && len(out) >= max {
+			return out, nil
+		}
+		q.Set("continue", page.Continue)
+	}
 }
 
 // placedOn is where a job runs, its nodes in order (a gang's allocations

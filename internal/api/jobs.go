@@ -216,9 +216,12 @@ type ReservationView struct {
 	ETA      *time.Time `json:"eta,omitzero"`
 }
 
-// JobList is GET /v1/jobs.
+// JobList is GET /v1/jobs: one page, in submit order. Continue, when
+// set, is the token that asks for the next page (`continue=`); absent,
+// this was the last.
 type JobList struct {
-	Jobs []Job `json:"jobs"`
+	Jobs     []Job  `json:"jobs"`
+	Continue string `json:"continue,omitempty"`
 }
 
 // String is for logs.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/sched"
 	"github.com/berthsched/berth/internal/store"
 )
@@ -54,6 +55,32 @@ type Snapshot struct {
 	// Reservations indexes Decision.Reservations by owner id.
 	Reservations map[string]*sched.Reservation
 	PlanTime     time.Duration
+
+	// positions is each pending training job's place in the pass's
+	// queue, built once on first use: queue positions are read by every
+	// submit and job view, and a scan of the pending list each time cost
+	// O(pending) per request.
+	positionsOnce sync.Once
+	positions     map[string]int
+}
+
+// Position is a pending training job's place in the pass's queue, from
+// 1: the core appends training's pending entries in its rank order
+// (SLO tier, effective priority, submit time), so it is the order the
+// core will try them in. False when the pass did not rank the job.
+func (s *Snapshot) Position(id string) (int, bool) {
+	s.positionsOnce.Do(func() {
+		s.positions = map[string]int{}
+		for i := range s.Decision.Pending {
+			if p := &s.Decision.Pending[i]; p.Kind != model.OwnerInference {
+				if _, dup := s.positions[p.OwnerID]; !dup {
+					s.positions[p.OwnerID] = len(s.positions) + 1
+				}
+			}
+		}
+	})
+	n, ok := s.positions[id]
+	return n, ok
 }
 
 // New builds a controller over a store. It does nothing until Lead.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -595,5 +596,71 @@ func TestDesignRequestsAsWritten(t *testing.T) {
 	  "replica_shape": {"gpus": 4, "topology": "node"}, "max_replicas": 1}`)
 	if status != 409 || !strings.Contains(string(data), "already exists") {
 		t.Errorf("second deployment of the same model: %d %s", status, data)
+	}
+}
+
+// TestAPIJobPages: GET /v1/jobs pages through the table in submit order
+// with a continue token, filters on the server, keeps a team to its own
+// jobs across pages, and names the bad parameter. A submit's queue
+// position counts the pending jobs ahead of it.
+func TestAPIJobPages(t *testing.T) {
+	c := newCluster(t)
+	teamA := c.token("team:a")
+	// The blocker takes pod p1's 16 GPUs; p2 has 8, so every 16-GPU pod
+	// job after it stays pending and the positions only grow.
+	blocker := c.waitRunning(c.submit(c.admin, api.JobRequest{Name: "blocker", Team: "c", GPUs: 16, Topology: "pod"}).JobID)
+	want := []string{blocker.ID}
+	var wantA []string
+	for i := 0; i < 12; i++ {
+		team, tok := "b", c.admin
+		if i%2 == 0 {
+			team, tok = "a", teamA
+		}
+		acc := c.submit(tok, api.JobRequest{Name: fmt.Sprintf("p%d", i%3), Team: team, GPUs: 16, Topology: "pod", Priority: 0})
+		want = append(want, acc.JobID)
+		if team == "a" {
+			wantA = append(wantA, acc.JobID)
+		}
+		if acc.QueuePosition != i+1 {
+			t.Errorf("submit %d: queue position %d, want %d (every earlier job is pending at the same priority)", i, acc.QueuePosition, i+1)
+		}
+	}
+	pages := func(token string, q url.Values) ([]string, []int) {
+		var ids []string
+		var sizes []int
+		for n := 0; n < 20; n++ {
+			l := c.listJobs(token, q)
+			ids = append(ids, jobIDs(l)...)
+			sizes = append(sizes, len(l.Jobs))
+			if l.Continue == "" {
+				return ids, sizes
+			}
+			q.Set("continue", l.Continue)
+		}
+		t.Fatalf("no last page after 20")
+		return nil, nil
+	}
+	ids, sizes := pages(c.admin, url.Values{"limit": {"5"}})
+	if diff := cmp.Diff(want, ids); diff != "" || !slices.Equal(sizes, []int{5, 5, 3}) {
+		t.Errorf("admin, pages of 5: sizes %v (-want +got):\n%s", sizes, diff)
+	}
+	ids, sizes = pages(teamA, url.Values{"limit": {"4"}})
+	if diff := cmp.Diff(wantA, ids); diff != "" || !slices.Equal(sizes, []int{4, 2}) {
+		t.Errorf("team a, pages of 4: sizes %v (-want +got):\n%s", sizes, diff)
+	}
+	if ids, _ := pages(c.admin, url.Values{"state": {"running,pending"}, "name": {"p1"}, "limit": {"2"}}); len(ids) != 4 {
+		t.Errorf("name p1, pending or running: %v, want the 4 jobs of that name", ids)
+	}
+	if l := c.listJobs(c.admin, nil); len(l.Jobs) != 13 || l.Continue != "" {
+		t.Errorf("default page: %d jobs, continue %q; want all 13 and no token", len(l.Jobs), l.Continue)
+	}
+	for _, q := range []struct{ query, field string }{
+		{"limit=0", "limit"}, {"limit=5001", "limit"}, {"limit=ten", "limit"},
+		{"continue=%21%21", "continue"}, {"continue=bm90LWEtdG9rZW4", "continue"}, {"state=pending,zombie", "state"},
+	} {
+		status, data := c.raw(c.admin, "GET", "/v1/jobs?"+q.query, nil)
+		if e := c.apiError(data); status != 400 || e.Field != q.field {
+			t.Errorf("GET /v1/jobs?%s: %d %+v, want 400 naming %s", q.query, status, e, q.field)
+		}
 	}
 }

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"encoding/base64"
+	"errors"
 	"net/http"
-	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/berthsched/berth/internal/api"
@@ -58,42 +61,28 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, acc)
 }
 
-// queuePosition ranks a pending job among the pending jobs by base
-// priority then submit time (the core's order without aging, which the
-// last pass's effective priorities refine in GET /v1/jobs/{id}); its ETA
-// is now when its shape is placeable now, the reservation's when it holds
-// one, else unknown.
+// queuePosition is a pending job's place in the queue: where the last
+// pass ranked it (the core's order: SLO tier, effective priority with
+// aging, submit time), or, for a job no pass has seen yet, one after the
+// pending jobs ahead of it by base priority and submit time, from the
+// table's queue index. Its ETA is the reservation's when it holds one,
+// now when its shape is placeable now, else unknown.
 func (s *Server) queuePosition(j model.Job) (int, *time.Time) {
 	if j.State != model.JobPending {
 		return 0, nil
 	}
-	pos := 1
-	var res *sched.Reservation
 	last := s.ctl.Last()
 	if last != nil {
-		if p, ok := last.Pending[j.ID]; ok && p.Priority != nil {
-			for _, o := range last.Decision.Pending {
-				if o.Kind != model.OwnerInference && o.OwnerID != j.ID && o.Priority != nil && o.Priority.Effective > p.Priority.Effective {
-					pos++
-				}
-			}
-			res = last.Reservations[j.ID]
-			if res != nil && !res.ETA.IsZero() {
+		if pos, ok := last.Position(j.ID); ok {
+			if res := last.Reservations[j.ID]; res != nil && !res.ETA.IsZero() {
 				t := res.ETA
 				return pos, &t
 			}
 			return pos, nil
 		}
 	}
-	s.st.Cache().Read(func(v store.View) {
-		v.Each(store.Jobs, func(_ string, e store.Entry) {
-			o := e.Obj.(model.Job)
-			if o.State == model.JobPending && o.ID != j.ID &&
-				(o.Priority > j.Priority || o.Priority == j.Priority && o.SubmittedAt.Before(j.SubmittedAt)) {
-				pos++
-			}
-		})
-	})
+	pos := 1
+	s.st.Cache().Read(func(v store.View) { pos += v.PendingAhead(j.Priority, j.SubmittedAt, j.ID) })
 	if last != nil && largestFor(last.Decision.Topology.LargestPlaceable, j.Shape.Topology) >= j.Shape.GPUs {
 		t := time.Now().UTC()
 		return pos, &t
@@ -161,62 +150,114 @@ func reasonView(r *sched.Reason) *api.Reason {
 	return &api.Reason{Code: string(r.Code), Constraint: r.Constraint, Message: r.Message, BestGPUs: r.BestGPUs, BestAt: r.BestAt}
 }
 
+// Page sizes of GET /v1/jobs: a list without limit gets the default, and
+// no page is larger than the maximum, so one request cannot make the
+// server encode the whole table.
+const (
+	defaultJobPage = 500
+	maxJobPage     = 5000
+)
+
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	p := principal(r.Context())
 	if p.Kind != RoleAdmin && p.Kind != RoleTeam {
 		s.fail(w, r, forbidden(p, "role admin or team:<name>"))
 		return
 	}
-	team, state := r.URL.Query().Get("team"), r.URL.Query().Get("state")
-	org := ""
+	q := r.URL.Query()
+	f := store.JobFilter{Team: q.Get("team"), Name: q.Get("name")}
 	if p.Kind == RoleTeam {
 		o, t := p.Team()
-		if team != "" && team != t {
-			s.fail(w, r, forbidden(p, "team:"+team))
+		if f.Team != "" && f.Team != t {
+			s.fail(w, r, forbidden(p, "team:"+f.Team))
 			return
 		}
-		org, team = o, t
+		f.Org, f.Team = o, t
 	}
-	if state != "" {
-		switch model.JobState(state) {
-		case model.JobPending, model.JobRunning, model.JobCompleted, model.JobFailed, model.JobCancelled:
-		default:
-			s.fail(w, r, api.Invalid("state", "%q: expected pending, running, completed, failed or cancelled", state))
-			return
-		}
-	}
-	var jobs []model.Job
-	s.st.Cache().Read(func(v store.View) {
-		v.Each(store.Jobs, func(_ string, e store.Entry) {
-			j := e.Obj.(model.Job)
-			if (team == "" || j.Team == team) && (org == "" || j.Org == org) && (state == "" || string(j.State) == state) {
-				jobs = append(jobs, j)
+	if st := q.Get("state"); st != "" {
+		for _, one := range strings.Split(st, ",") {
+			switch model.JobState(one) {
+			case model.JobPending, model.JobRunning, model.JobCompleted, model.JobFailed, model.JobCancelled:
+				f.States = append(f.States, model.JobState(one))
+			default:
+				s.fail(w, r, api.Invalid("state", "%q: expected pending, running, completed, failed or cancelled, or several of them separated by commas", one))
+				return
 			}
+		}
+	}
+	limit := defaultJobPage
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxJobPage {
+			s.fail(w, r, api.Invalid("limit", "%q: expected a whole number from 1 to %d", l, maxJobPage))
+			return
+		}
+		limit = n
+	}
+	var after *store.JobCursor
+	if c := q.Get("continue"); c != "" {
+		cur, err := parseCursor(c)
+		if err != nil {
+			s.fail(w, r, api.Invalid("continue", "%q: not a token this server gave (%v); start again without continue", c, err))
+			return
+		}
+		after = &cur
+	}
+	jobs := make([]model.Job, 0, min(limit, 64))
+	more := false
+	s.st.Cache().Read(func(v store.View) {
+		v.JobsAfter(after, f, func(j model.Job) bool {
+			if len(jobs) == limit {
+				more = true
+				return false
+			}
+			jobs = append(jobs, j)
+			return true
 		})
 	})
-	sort.Slice(jobs, func(a, b int) bool {
-		if !jobs[a].SubmittedAt.Equal(jobs[b].SubmittedAt) {
-			return jobs[a].SubmittedAt.Before(jobs[b].SubmittedAt)
-		}
-		return jobs[a].ID < jobs[b].ID
-	})
 	out := api.JobList{Jobs: make([]api.Job, 0, len(jobs))}
-	for _, j := range jobs {
-		v := api.Job{Job: j}
-		if j.State == model.JobRunning {
-			s.st.Cache().Read(func(view store.View) { v.Allocations = view.AllocationsOf(j.ID) })
-		}
-		if j.State == model.JobPending {
-			if last := s.ctl.Last(); last != nil {
-				if p, ok := last.Pending[j.ID]; ok {
+	if more {
+		last := jobs[len(jobs)-1]
+		out.Continue = cursorToken(store.JobCursor{At: last.SubmittedAt, ID: last.ID})
+	}
+	snap := s.ctl.Last()
+	s.st.Cache().Read(func(view store.View) {
+		for _, j := range jobs {
+			v := api.Job{Job: j}
+			if j.State == model.JobRunning {
+				v.Allocations = view.AllocationsOf(j.ID)
+			}
+			if j.State == model.JobPending && snap != nil {
+				if p, ok := snap.Pending[j.ID]; ok {
 					v.PendingReason = reasonView(&p.Reason)
 				}
 			}
+			v.History = nil // the list stays small; GET /v1/jobs/{id} has it
+			out.Jobs = append(out.Jobs, v)
 		}
-		v.History = nil // the list stays small; GET /v1/jobs/{id} has it
-		out.Jobs = append(out.Jobs, v)
-	}
+	})
 	writeJSON(w, 200, out)
+}
+
+// cursorToken and parseCursor are the continue token: the last listed
+// job's submit time and id, opaque to clients. Jobs submitted after a
+// list began appear on its later pages (they sort last); none is listed
+// twice.
+func cursorToken(c store.JobCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixNano(), 10) + "/" + c.ID))
+}
+
+func parseCursor(tok string) (store.JobCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return store.JobCursor{}, err
+	}
+	at, id, ok := strings.Cut(string(b), "/")
+	ns, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || id == "" {
+		return store.JobCursor{}, errors.New("malformed")
+	}
+	return store.JobCursor{At: time.Unix(0, ns), ID: id}, nil
 }
 
 // ownedJob loads a job the principal may see, or answers for it.

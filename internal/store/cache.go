@@ -33,6 +33,8 @@ type Cache struct {
 	// read these thousands of times a second.
 	byNode  map[string]map[string]struct{}
 	byOwner map[string]map[string]struct{}
+	// Jobs ordered by submit time and, pending ones, by queue order.
+	jobs    *jobIndex
 	kindRev map[Kind]int64
 	subs    map[chan struct{}]bool
 	// revCh is closed and replaced whenever rev advances.
@@ -41,7 +43,7 @@ type Cache struct {
 
 func newCache() *Cache {
 	c := &Cache{tables: map[Kind]map[string]Entry{}, byNode: map[string]map[string]struct{}{},
-		byOwner: map[string]map[string]struct{}{}, kindRev: map[Kind]int64{}, subs: map[chan struct{}]bool{}, revCh: make(chan struct{})}
+		byOwner: map[string]map[string]struct{}{}, jobs: newJobIndex(), kindRev: map[Kind]int64{}, subs: map[chan struct{}]bool{}, revCh: make(chan struct{})}
 	for _, k := range kinds {
 		c.tables[k] = map[string]Entry{}
 	}
@@ -192,7 +194,7 @@ func (s *Store) load(ctx context.Context) (int64, error) {
 		c.put(s, kv)
 	}
 	s.cache.mu.Lock()
-	s.cache.tables, s.cache.byNode, s.cache.byOwner = c.tables, c.byNode, c.byOwner
+	s.cache.tables, s.cache.byNode, s.cache.byOwner, s.cache.jobs = c.tables, c.byNode, c.byOwner, c.jobs
 	for k := range s.cache.kindRev {
 		// A reload may have missed deletes: treat every table as changed.
 		s.cache.kindRev[k] = resp.Header.Revision
@@ -218,18 +220,24 @@ func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
 	c.remove(k, id)
 	c.kindRev[k] = max(c.kindRev[k], kv.ModRevision)
 	c.tables[k][id] = Entry{Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision, Obj: obj}
-	if a, ok := obj.(model.Allocation); ok {
-		link(c.byNode, a.NodeID, id)
-		link(c.byOwner, a.OwnerID, id)
+	switch o := obj.(type) {
+	case model.Allocation:
+		link(c.byNode, o.NodeID, id)
+		link(c.byOwner, o.OwnerID, id)
+	case model.Job:
+		c.jobs.add(&o)
 	}
 }
 
 // remove deletes an entry and its index links.
 func (c *Cache) remove(k Kind, id string) {
 	if old, ok := c.tables[k][id]; ok {
-		if a, ok := old.Obj.(model.Allocation); ok {
-			unlink(c.byNode, a.NodeID, id)
-			unlink(c.byOwner, a.OwnerID, id)
+		switch o := old.Obj.(type) {
+		case model.Allocation:
+			unlink(c.byNode, o.NodeID, id)
+			unlink(c.byOwner, o.OwnerID, id)
+		case model.Job:
+			c.jobs.drop(&o)
 		}
 		delete(c.tables[k], id)
 	}

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"time"
+
+	"github.com/tidwall/btree"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// jobKey is one job's place in the cache's ordered job indexes: what
+// sorting and filtering need, without decoding the entry again.
+type jobKey struct {
+	prio  int
+	at    int64 // submitted, unix nanoseconds
+	id    string
+	org   string
+	team  string
+	name  string
+	state model.JobState
+}
+
+func keyOf(j *model.Job) jobKey {
+	return jobKey{prio: j.Priority, at: j.SubmittedAt.UnixNano(), id: j.ID, org: j.Org, team: j.Team, name: j.Name, state: j.State}
+}
+
+// bySubmit orders all jobs as lists show them: submit time, then id.
+func bySubmit(a, b jobKey) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.id < b.id
+}
+
+// byQueue orders pending jobs by base priority, then submit time and id:
+// the queue position a job is told before a pass has ranked it.
+func byQueue(a, b jobKey) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	return bySubmit(a, b)
+}
+
+// jobIndex keeps the jobs ordered two ways, so that a submit's queue
+// position and a page of a list cost a tree walk, not a sort of the table.
+// tidwall/btree is used because its B-tree counts items per node: GetAt
+// is O(log n), which a rank needs and google/btree does not offer. The
+// cache's own lock guards it, so the trees take none.
+type jobIndex struct {
+	all     *btree.BTreeG[jobKey]
+	pending *btree.BTreeG[jobKey]
+}
+
+func newJobIndex() *jobIndex {
+	opt := btree.Options{NoLocks: true}
+	return &jobIndex{all: btree.NewBTreeGOptions(bySubmit, opt), pending: btree.NewBTreeGOptions(byQueue, opt)}
+}
+
+func (x *jobIndex) add(j *model.Job) {
+	k := keyOf(j)
+	x.all.Set(k)
+	if j.State == model.JobPending {
+		x.pending.Set(k)
+	}
+}
+
+func (x *jobIndex) drop(j *model.Job) {
+	k := keyOf(j)
+	x.all.Delete(k)
+	x.pending.Delete(k)
+}
+
+// rank counts the items of t ordered before k: a binary search over
+// positions, each a GetAt, so O(log² n).
+func rank(t *btree.BTreeG[jobKey], less func(a, b jobKey) bool, k jobKey) int {
+	lo, hi := 0, t.Len()
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if it, _ := t.GetAt(mid); less(it, k) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// PendingAhead counts the pending jobs ahead of a job of this priority
+// and submit time in base-priority order (itself not counted).
+func (v View) PendingAhead(priority int, submitted time.Time, id string) int {
+	return rank(v.c.jobs.pending, byQueue, jobKey{prio: priority, at: submitted.UnixNano(), id: id})
+}
+
+// JobFilter selects jobs for JobsAfter; empty fields match everything.
+type JobFilter struct {
+	Org, Team, Name string
+	States          []model.JobState
+}
+
+func (f *JobFilter) match(k *jobKey) bool {
+	if f.Org != "" && k.org != f.Org || f.Team != "" && k.team != f.Team || f.Name != "" && k.name != f.Name {
+		return false
+	}
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, s := range f.States {
+		if k.state == s {
+			return true
+		}
+	}
+	return false
+}
+
+// JobCursor is a place in the submit order: a page continues after it.
+type JobCursor struct {
+	At time.Time
+	ID string
+}
+
+// JobsAfter calls fn with the jobs that match f, in submit order, from
+// just after the cursor (nil: the first), until fn returns false.
+func (v View) JobsAfter(after *JobCursor, f JobFilter, fn func(model.Job) bool) {
+	visit := func(k jobKey) bool {
+		if !f.match(&k) {
+			return true
+		}
+		e, ok := v.c.tables[Jobs][k.id]
+		if !ok {
+			return true
+		}
+		return fn(e.Obj.(model.Job))
+	}
+	if after == nil {
+		v.c.jobs.all.Scan(visit)
+		return
+	}
+	pivot := jobKey{at: after.At.UnixNano(), id: after.ID}
+	v.c.jobs.all.Ascend(pivot, func(k jobKey) bool {
+		if k.at == pivot.at && k.id == pivot.id {
+			return true // the cursor itself was on the last page
+		}
+		return visit(k)
+	})
+}
