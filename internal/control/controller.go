@@ -38,9 +38,18 @@ type Controller struct {
 	mu sync.RWMutex
 	w  *store.Writer // nil unless leading
 
-	live  *liveness
-	last  atomic.Pointer[Snapshot]
-	kick  chan struct{}
+	live *liveness
+	last atomic.Pointer[Snapshot]
+	kick chan struct{}
+	// liveJobs is the last pass's unfinished jobs, sorted, and the jobs
+	// table's revision they were read at: a pass while the jobs did not
+	// change (every tick of a quiet queue) reuses them instead of copying
+	// and sorting the whole queue again. Only the loop touches it; the
+	// core never modifies the jobs it is given.
+	liveJobs struct {
+		rev  int64
+		jobs []model.Job
+	}
 	admit admitCache
 }
 

@@ -3,7 +3,8 @@ package control
 import (
 	"context"
 	"encoding/json"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -62,11 +63,16 @@ func (c *Controller) read() *input {
 		v.Each(store.Allocations, func(_ string, e store.Entry) {
 			s.Allocations = append(s.Allocations, e.Obj.(model.Allocation))
 		})
-		v.Each(store.Jobs, func(_ string, e store.Entry) {
-			if j := e.Obj.(model.Job); !j.State.Terminal() {
-				s.Jobs = append(s.Jobs, j)
-			}
-		})
+		if rev := v.KindRev(store.Jobs); c.liveJobs.jobs != nil && c.liveJobs.rev == rev {
+			s.Jobs = c.liveJobs.jobs
+		} else {
+			v.Each(store.Jobs, func(_ string, e store.Entry) {
+				if j := e.Obj.(model.Job); !j.State.Terminal() {
+					s.Jobs = append(s.Jobs, j)
+				}
+			})
+			c.liveJobs.rev, c.liveJobs.jobs = rev, nil // sorted below
+		}
 		v.Each(store.Deployments, func(_ string, e store.Entry) {
 			s.Deployments = append(s.Deployments, e.Obj.(model.Deployment))
 		})
@@ -84,11 +90,14 @@ func (c *Controller) read() *input {
 		readDoc(v, docCheckpoints, &recs)
 		s.StorageBandwidth = sched.MeasuredBandwidth(samplesOf(recs))
 	})
-	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].ID < s.Nodes[j].ID })
-	sort.Slice(s.Allocations, func(i, j int) bool { return s.Allocations[i].ID < s.Allocations[j].ID })
-	sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].ID < s.Jobs[j].ID })
-	sort.Slice(s.Deployments, func(i, j int) bool { return s.Deployments[i].ID < s.Deployments[j].ID })
-	sort.Slice(s.Quotas, func(i, j int) bool { return s.Quotas[i].Scope < s.Quotas[j].Scope })
+	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.Allocations, func(a, b model.Allocation) int { return strings.Compare(a.ID, b.ID) })
+	if c.liveJobs.jobs == nil {
+		slices.SortFunc(s.Jobs, func(a, b model.Job) int { return strings.Compare(a.ID, b.ID) })
+		c.liveJobs.jobs = s.Jobs
+	}
+	slices.SortFunc(s.Deployments, func(a, b model.Deployment) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.Quotas, func(a, b model.Quota) int { return strings.Compare(a.Scope, b.Scope) })
 	for _, r := range in.relocations {
 		s.Relocations = append(s.Relocations, r.Relocation)
 	}

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -73,9 +74,27 @@ func nodeReport(i, perPod int) api.Heartbeat {
 // turn, as users at keyboards do); 0 runs them flat out (closed loop,
 // which measures saturation instead).
 func Submit(ctx context.Context, c *client.Client, clients, total int, rate float64) (Latencies, time.Duration, error) {
+	r, err := SubmitRun(ctx, c, clients, total, rate, 0)
+	return r.Latency, r.Took, err
+}
+
+// SubmitResult is one Submit run: latencies, wall time, and the rate of
+// the first and the last window of submits (a table that slows as it
+// grows shows as a last window slower than the first).
+type SubmitResult struct {
+	Latency             Latencies
+	Took                time.Duration
+	Window              int
+	FirstRate, LastRate float64 // submits a second over the first and last Window
+}
+
+// SubmitRun is Submit, also timing the first and last window submits
+// (window 0: a tenth of total).
+func SubmitRun(ctx context.Context, c *client.Client, clients, total int, rate float64, window int) (SubmitResult, error) {
 	var next atomic.Int64
 	var mu sync.Mutex
 	var all []time.Duration
+	var done []time.Time // when each submit returned, in the order they did
 	var firstErr error
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -110,6 +129,9 @@ func Submit(ctx context.Context, c *client.Client, clients, total int, rate floa
 					break
 				}
 				mine = append(mine, time.Since(s))
+				mu.Lock()
+				done = append(done, time.Now())
+				mu.Unlock()
 			}
 			mu.Lock()
 			all = append(all, mine...)
@@ -117,7 +139,54 @@ func Submit(ctx context.Context, c *client.Client, clients, total int, rate floa
 		}(w)
 	}
 	wg.Wait()
-	return summarize(all), time.Since(t0), firstErr
+	res := SubmitResult{Latency: summarize(all), Took: time.Since(t0), Window: window}
+	if res.Window <= 0 {
+		res.Window = max(1, total/10)
+	}
+	if n := len(done); n >= 2*res.Window {
+		w := res.Window
+		res.FirstRate = float64(w) / done[w-1].Sub(t0).Seconds()
+		res.LastRate = float64(w) / done[n-1].Sub(done[n-1-w]).Seconds()
+	}
+	return res, firstErr
+}
+
+// List measures GET /v1/jobs from clients concurrent readers for
+// duration, each asking for query (for example "limit=500" or
+// "state=pending&limit=500"), one page each time.
+func List(ctx context.Context, c *client.Client, clients int, duration time.Duration, query string) (Latencies, int, error) {
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	jobs := 0
+	var wg sync.WaitGroup
+	end := time.Now().Add(duration)
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for time.Now().Before(end) && ctx.Err() == nil {
+				var page api.JobList
+				s := time.Now()
+				if err := c.Do(ctx, "GET", "/v1/jobs?"+query, nil, &page); err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, time.Since(s))
+				mu.Lock()
+				jobs = max(jobs, len(page.Jobs))
+				mu.Unlock()
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return summarize(all), jobs, firstErr
 }
 
 // Bind measures submit-to-running on an idle cluster: one job at a time,

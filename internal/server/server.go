@@ -194,6 +194,10 @@ func (s *Server) routes() {
 	direct := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.instrument(pattern, s.authed(h))) }
 	direct("POST /v1/agent/logs/poll", s.logPoll)
 	direct("POST /v1/agent/logs/reply", s.logReply)
+	// Profiles take seconds (a CPU profile's own duration): direct, like
+	// the log polls, and not held back by a consistent read.
+	direct("GET /debug/pprof/{name}", s.profile)
+	direct("GET /debug/pprof/{$}", s.profile)
 }
 
 // authed resolves the token: 401 without a valid one.

@@ -141,4 +141,3 @@ func checkIndex(t *testing.T, s *store.Store, when string) {
 		}
 	})
 }
-
