@@ -236,7 +236,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 			out.Jobs = append(out.Jobs, v)
 		}
 	})
-	writeJSON(w, 200, out)
+	writeCompact(w, 200, out)
 }
 
 // cursorToken and parseCursor are the continue token: the last listed
