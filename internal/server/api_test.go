@@ -664,3 +664,19 @@ func TestAPIJobPages(t *testing.T) {
 		}
 	}
 }
+
+// TestProfilesAdminOnly: runtime profiles show the table's ids, so only
+// an admin token gets one.
+func TestProfilesAdminOnly(t *testing.T) {
+	c := newCluster(t)
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{c.admin, 200}, {c.token("team:a"), 403}, {"", 401}} {
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1"} {
+			if status, _ := c.raw(tc.token, "GET", path, nil); status != tc.want {
+				t.Errorf("GET %s as %q: %d, want %d", path, tc.token, status, tc.want)
+			}
+		}
+	}
+}
