@@ -70,19 +70,26 @@ func (p *planner) inPool(d *model.Deployment) bool {
 // preemption (taking a borrower's GPUs for a replica nobody asked for yet
 // cost more shed than it saved: BENCHMARKS.md), no pending reason.
 func (p *planner) standby(d *model.Deployment, reps map[int][]string) {
-	for next := 0; len(reps) < p.keep(d); next++ {
+	for next, keep := 0, p.keep(d); len(reps) < keep; next++ {
 		if _, ok := reps[next]; ok {
 			continue
 		}
-		req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Priority: d.Priority}
-		pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{exclude: p.exclude})
-		if why == nil {
-			reps[next] = nil
-			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Placement: pl})
-			continue
+		if _, why := p.bindReplica(d, reps, next); why != nil {
+			return
 		}
-		return
 	}
+}
+
+// bindReplica places replica next of d on free GPUs and binds it, or
+// returns why it does not fit, with the request it tried.
+func (p *planner) bindReplica(d *model.Deployment, reps map[int][]string, next int) (model.Request, *Reason) {
+	req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Priority: d.Priority}
+	pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{exclude: p.exclude})
+	if why == nil {
+		reps[next] = nil
+		p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Placement: pl})
+	}
+	return req, why
 }
 
 // forInference: inference outranks all training, so every preemptible
@@ -100,11 +107,8 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 		if _, ok := reps[next]; ok {
 			continue
 		}
-		req := model.Request{Shape: d.ReplicaShape, Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Priority: d.Priority}
-		pl, why := p.ix.place(&req, p.cfg.Pools, placeOpts{exclude: p.exclude})
+		req, why := p.bindReplica(d, reps, next)
 		if why == nil {
-			reps[next] = nil
-			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Placement: pl})
 			continue
 		}
 		if why.Code == ReasonUnschedulable && !req.Fraction() {
