@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/model"
@@ -312,6 +313,10 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 				fmt.Fprintf(tw, "submitted by\t%s\n", dash(j.Owner))
 				fmt.Fprintf(tw, "shape\t%s, topology %s\n", countGPUs(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
 				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
+				if j.Compacted {
+					fmt.Fprintf(tw, "compacted\tfinished %s ago, past the server's job retention: read from its usage record (%.1f GPU-hours, waited %s)\n",
+						age(j.FinishedAt), j.GPUSeconds/3600, time.Duration(j.WaitSeconds*float64(time.Second)).Round(time.Second))
+				}
 				fmt.Fprintf(tw, "priority\t%d, preemptible %v, preempted %d times\n", j.Priority, j.Preemptible, j.PreemptCount)
 				if j.EffectivePrio != nil {
 					p := j.EffectivePrio

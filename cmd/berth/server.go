@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -27,7 +28,7 @@ func defaultDataDir() string {
 func newServerCmd() *cobra.Command {
 	var cfg server.Config
 	var endpoints string
-	var heartbeat, lostAfter time.Duration
+	var heartbeat, lostAfter, usageRetention, jobRetention, historyEvery time.Duration
 	var logJSON bool
 	var minFreeMiB uint64
 	var configFile string
@@ -48,18 +49,26 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 				cfg.Endpoints = strings.Split(endpoints, ",")
 			}
 			cfg.Logger = newLogger(cmd, logJSON)
-			cfg.Control = control.Config{HeartbeatInterval: heartbeat, LostAfter: lostAfter}
+			cfg.Control = control.Config{HeartbeatInterval: heartbeat, LostAfter: lostAfter, UsageRetention: usageRetention,
+				JobRetention: jobRetention, HistoryEvery: historyEvery}
 			if configFile != "" {
 				if err := control.LoadFile(configFile, &cfg.Control); err != nil {
 					return err
 				}
 				// A flag given on the command line wins over the file.
-				if cmd.Flags().Changed("heartbeat-interval") {
-					cfg.Control.HeartbeatInterval = heartbeat
+				for flag, set := range map[string]func(){
+					"heartbeat-interval": func() { cfg.Control.HeartbeatInterval = heartbeat },
+					"lost-after":         func() { cfg.Control.LostAfter = lostAfter },
+					"usage-retention":    func() { cfg.Control.UsageRetention = usageRetention },
+					"job-retention":      func() { cfg.Control.JobRetention = jobRetention },
+				} {
+					if cmd.Flags().Changed(flag) {
+						set()
+					}
 				}
-				if cmd.Flags().Changed("lost-after") {
-					cfg.Control.LostAfter = lostAfter
-				}
+			}
+			if err := cfg.Control.CheckRetention(); err != nil {
+				return errors.New("--" + strings.Replace(err.Error(), "_", "-", 2))
 			}
 			cfg.MinFreeDisk = minFreeMiB << 20
 			out := cmd.OutOrStdout()
@@ -98,8 +107,9 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "and this key")
 	f.DurationVar(&heartbeat, "heartbeat-interval", 5*time.Second, "how often agents are told to report")
 	f.DurationVar(&lostAfter, "lost-after", 0, "silence after which a node is lost and its work requeued (default 12 heartbeat intervals)")
-	f.DurationVar(&cfg.Control.UsageRetention, "usage-retention", 90*24*time.Hour, "how long finished work's usage records (berth usage) are kept")
-	f.DurationVar(&cfg.Control.HistoryEvery, "history-every", 30*time.Second, "how often the leader samples the fleet for the dashboard's plots (kept 6 h)")
+	f.DurationVar(&usageRetention, "usage-retention", 90*24*time.Hour, "how long finished work's usage records (berth usage) are kept")
+	f.DurationVar(&jobRetention, "job-retention", 24*time.Hour, "how long a finished job stays in the table before it is compacted to its usage record")
+	f.DurationVar(&historyEvery, "history-every", 30*time.Second, "how often the leader samples the fleet for the dashboard's plots (kept 6 h)")
 	f.BoolVar(&logJSON, "log-json", false, "log (and audit) as JSON")
 	return cmd
 }

@@ -204,6 +204,10 @@ type Job struct {
 	QueuePosition int                `json:"queue_position,omitempty"`
 	ETA           *time.Time         `json:"eta,omitzero"`
 	Reservation   *ReservationView   `json:"reservation,omitempty"`
+	// Compacted: the job finished longer ago than the server's job
+	// retention and is read from its usage record (no events, no
+	// workload, no allocations).
+	Compacted bool `json:"compacted,omitempty"`
 }
 
 // ReservationView is the reservation a pending job holds.

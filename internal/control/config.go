@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -32,6 +33,11 @@ type Config struct {
 	// UsageRetention is how long finished work's usage records are kept;
 	// default 90 days.
 	UsageRetention time.Duration
+	// JobRetention is how long a finished job's own entry stays in the
+	// table (job show, job ls, its events); after it the job is compacted
+	// to its usage record, so the live table stays the size of the live
+	// work. Default 24 h.
+	JobRetention time.Duration
 	// HistoryEvery is how often the dashboard's fleet sample is taken
 	// (default 30 s), HistoryKeep how long samples are kept (default 6 h).
 	HistoryEvery, HistoryKeep time.Duration
@@ -46,6 +52,26 @@ type Observer interface {
 	PlanDone(d time.Duration)
 	ApplyDone(d time.Duration, err error)
 	HeartbeatLag(d time.Duration)
+}
+
+// CheckRetention refuses a job retention longer than the usage
+// retention: a compacted job is read from its usage record, which must
+// outlive the job's own entry.
+func (c Config) CheckRetention() error {
+	job, usage := c.JobRetention, c.UsageRetention
+	if job == 0 {
+		job = 24 * time.Hour
+	}
+	if usage == 0 {
+		usage = 90 * 24 * time.Hour
+	}
+	if job < 0 || usage < 0 {
+		return fmt.Errorf("job_retention (%v) and usage_retention (%v): must not be negative", job, usage)
+	}
+	if job > usage {
+		return fmt.Errorf("job_retention: %v is longer than usage_retention (%v): a compacted job is read from its usage record, which must outlive it", job, usage)
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {
@@ -69,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UsageRetention == 0 {
 		c.UsageRetention = 90 * 24 * time.Hour
+	}
+	if c.JobRetention == 0 {
+		c.JobRetention = 24 * time.Hour
 	}
 	if c.MassLossMin == 0 {
 		c.MassLossMin = 4

@@ -25,9 +25,10 @@ var ErrLostLeadership = errors.New("leadership lost")
 
 // Controller is the control loop and the table's mutations.
 type Controller struct {
-	// usageSwept is when the loop last looked for expired usage records
-	// (the loop's goroutine only).
-	usageSwept time.Time
+	// usageSwept and jobsSwept are when the loop last looked for expired
+	// usage records and for finished jobs past the retention (the loop's
+	// goroutine only).
+	usageSwept, jobsSwept time.Time
 	// sampledAt is the newest history sample's time (the loop's
 	// goroutine only); zero until read from the table.
 	sampledAt time.Time
@@ -38,19 +39,11 @@ type Controller struct {
 	mu sync.RWMutex
 	w  *store.Writer // nil unless leading
 
-	live *liveness
-	last atomic.Pointer[Snapshot]
-	kick chan struct{}
-	// liveJobs is the last pass's unfinished jobs, sorted, and the jobs
-	// table's revision they were read at: a pass while the jobs did not
-	// change (every tick of a quiet queue) reuses them instead of copying
-	// and sorting the whole queue again. Only the loop touches it; the
-	// core never modifies the jobs it is given.
-	liveJobs struct {
-		rev  int64
-		jobs []model.Job
-	}
-	admit admitCache
+	live     *liveness
+	last     atomic.Pointer[Snapshot]
+	kick     chan struct{}
+	liveJobs liveJobs
+	admit    admitCache
 }
 
 // Snapshot is what the last pass decided, for reads: pending reasons,

@@ -28,6 +28,8 @@ type controlFile struct {
 	LostAfter         time.Duration `yaml:"lost_after"`
 	StopGrace         time.Duration `yaml:"stop_grace"`
 	MassLossFraction  float64       `yaml:"mass_loss_fraction"`
+	JobRetention      time.Duration `yaml:"job_retention"`
+	UsageRetention    time.Duration `yaml:"usage_retention"`
 }
 
 // LoadFile reads and validates a config file into cfg (which keeps what
@@ -50,7 +52,8 @@ func LoadFile(path string, cfg *Config) error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"heartbeat_interval", c.HeartbeatInterval}, {"suspect_after", c.SuspectAfter}, {"lost_after", c.LostAfter}, {"stop_grace", c.StopGrace}} {
+	}{{"heartbeat_interval", c.HeartbeatInterval}, {"suspect_after", c.SuspectAfter}, {"lost_after", c.LostAfter}, {"stop_grace", c.StopGrace},
+		{"job_retention", c.JobRetention}, {"usage_retention", c.UsageRetention}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: control.%s: %v: must not be negative", path, d.key, d.v)
 		}
@@ -61,12 +64,17 @@ func LoadFile(path string, cfg *Config) error {
 	if c.HeartbeatInterval > 0 && c.LostAfter > 0 && c.LostAfter < 2*c.HeartbeatInterval {
 		return fmt.Errorf("%s: control.lost_after: %v is under two heartbeat intervals (%v): every node would be lost", path, c.LostAfter, c.HeartbeatInterval)
 	}
-	cfg.Sched = f.Scheduler
 	set := func(dst *time.Duration, v time.Duration) {
 		if v > 0 {
 			*dst = v
 		}
 	}
+	set(&cfg.JobRetention, c.JobRetention)
+	set(&cfg.UsageRetention, c.UsageRetention)
+	if err := cfg.CheckRetention(); err != nil {
+		return fmt.Errorf("%s: control.%w", path, err)
+	}
+	cfg.Sched = f.Scheduler
 	set(&cfg.HeartbeatInterval, c.HeartbeatInterval)
 	set(&cfg.SuspectAfter, c.SuspectAfter)
 	set(&cfg.LostAfter, c.LostAfter)

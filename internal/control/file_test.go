@@ -47,6 +47,8 @@ func TestLoadFileSetsEveryKnob(t *testing.T) {
 		"control.heartbeat_interval 5s": cfg.HeartbeatInterval == 5*time.Second,
 		"control.lost_after 1m":         cfg.LostAfter == time.Minute,
 		"control.stop_grace 30s":        cfg.StopGrace == 30*time.Second,
+		"control.job_retention 24h":     cfg.JobRetention == 24*time.Hour,
+		"control.usage_retention 90d":   cfg.UsageRetention == 90*24*time.Hour,
 	}
 	for what, ok := range checks {
 		if !ok {

@@ -63,16 +63,7 @@ func (c *Controller) read() *input {
 		v.Each(store.Allocations, func(_ string, e store.Entry) {
 			s.Allocations = append(s.Allocations, e.Obj.(model.Allocation))
 		})
-		if rev := v.KindRev(store.Jobs); c.liveJobs.jobs != nil && c.liveJobs.rev == rev {
-			s.Jobs = c.liveJobs.jobs
-		} else {
-			v.Each(store.Jobs, func(_ string, e store.Entry) {
-				if j := e.Obj.(model.Job); !j.State.Terminal() {
-					s.Jobs = append(s.Jobs, j)
-				}
-			})
-			c.liveJobs.rev, c.liveJobs.jobs = rev, nil // sorted below
-		}
+		s.Jobs = c.liveJobs.read(v)
 		v.Each(store.Deployments, func(_ string, e store.Entry) {
 			s.Deployments = append(s.Deployments, e.Obj.(model.Deployment))
 		})
@@ -92,10 +83,6 @@ func (c *Controller) read() *input {
 	})
 	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.Allocations, func(a, b model.Allocation) int { return strings.Compare(a.ID, b.ID) })
-	if c.liveJobs.jobs == nil {
-		slices.SortFunc(s.Jobs, func(a, b model.Job) int { return strings.Compare(a.ID, b.ID) })
-		c.liveJobs.jobs = s.Jobs
-	}
 	slices.SortFunc(s.Deployments, func(a, b model.Deployment) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.Quotas, func(a, b model.Quota) int { return strings.Compare(a.Scope, b.Scope) })
 	for _, r := range in.relocations {

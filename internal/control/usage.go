@@ -12,7 +12,9 @@ import (
 // when it goes, leaves a model.UsageRecord in the table, written in the
 // same transaction that ends it, so no finish is counted twice or lost to
 // a leader change. The records outlive the jobs' own entries and are
-// removed after Config.UsageRetention.
+// removed after Config.UsageRetention. A finished job's own entry goes
+// sooner, after Config.JobRetention: what is left of it is its usage
+// record, which job show reads from then on.
 
 // usageSweepEvery is how often the leader looks for expired records, and
 // usageSweepMax how many it removes in one transaction.
@@ -28,14 +30,19 @@ func heldFor(a *model.Allocation, now time.Time) float64 {
 
 // recordJob writes a finished job's usage record.
 func (ch *change) recordJob(j *model.Job) {
+	r := jobUsage(j, ch.now)
+	ch.txn.Put(store.Usage, r.UsageID(), r)
+}
+
+// jobUsage is a job's usage record, ending at end.
+func jobUsage(j *model.Job, end time.Time) model.UsageRecord {
 	gpus := float64(j.Shape.GPUs)
 	if j.Shape.GPUMilli > 0 {
 		gpus = float64(j.Shape.GPUMilli) / 1000
 	}
-	r := model.UsageRecord{ID: j.ID, Kind: model.OwnerTraining, Owner: j.ID, Name: j.Name, Org: j.Org, Team: j.Team, User: j.User,
-		GPUs: gpus, Start: j.SubmittedAt, End: ch.now, GPUSeconds: j.GPUSeconds, WaitSeconds: j.WaitSeconds,
+	return model.UsageRecord{ID: j.ID, Kind: model.OwnerTraining, Owner: j.ID, Name: j.Name, Org: j.Org, Team: j.Team, User: j.User,
+		GPUs: gpus, Start: j.SubmittedAt, End: end, GPUSeconds: j.GPUSeconds, WaitSeconds: j.WaitSeconds,
 		Preemptions: j.PreemptCount, State: j.State}
-	ch.txn.Put(store.Usage, r.UsageID(), r)
 }
 
 // recordReplica writes a gone inference allocation's usage record.
@@ -53,6 +60,11 @@ func (ch *change) recordReplica(a *model.Allocation) {
 // sweepUsage removes records past the retention, at most usageSweepMax
 // a pass, oldest first.
 func (c *Controller) sweepUsage(ch *change) {
+	// A short job retention (tests, small dev fleets) is swept as often.
+	if ch.now.Sub(c.jobsSwept) >= min(usageSweepEvery, c.cfg.JobRetention/2) {
+		c.jobsSwept = ch.now
+		c.compactJobs(ch)
+	}
 	if ch.now.Sub(c.usageSwept) < usageSweepEvery {
 		return
 	}
@@ -61,6 +73,34 @@ func (c *Controller) sweepUsage(ch *change) {
 	c.sweepBefore(ch, store.Usage, func(e store.Entry) bool {
 		r, ok := e.Obj.(model.UsageRecord)
 		return ok && r.End.Before(cut)
+	})
+}
+
+// compactJobs deletes finished jobs past the retention, oldest first, at
+// most usageSweepMax a pass; the cache's finish-ordered index finds them
+// without a scan of the table. A job compacts to its usage record,
+// written now if it has none (one finished before records were kept); a
+// cancelled job whose processes are still stopping waits for them.
+func (c *Controller) compactJobs(ch *change) {
+	cut := ch.now.Add(-c.cfg.JobRetention)
+	c.st.Cache().Read(func(v store.View) {
+		n := 0
+		for _, id := range v.FinishedBefore(cut, 2*usageSweepMax) {
+			if n == usageSweepMax || len(v.AllocationsOf(id)) > 0 {
+				continue
+			}
+			if _, ok := v.UsageOf(id); !ok {
+				e, ok := v.Get(store.Jobs, id)
+				if !ok {
+					continue
+				}
+				j := e.Obj.(model.Job)
+				r := jobUsage(&j, j.FinishedAt)
+				ch.txn.Put(store.Usage, r.UsageID(), r)
+			}
+			ch.txn.Delete(store.Jobs, id)
+			n++
+		}
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/control"
 	"github.com/berthsched/berth/internal/model"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -662,6 +663,45 @@ func TestAPIJobPages(t *testing.T) {
 		if e := c.apiError(data); status != 400 || e.Field != q.field {
 			t.Errorf("GET /v1/jobs?%s: %d %+v, want 400 naming %s", q.query, status, e, q.field)
 		}
+	}
+}
+
+// TestFinishedJobsCompact: a finished job stays in the table for the job
+// retention, then only its usage record is left: it leaves the lists,
+// and job show reads it from the record (for its own team only), while
+// jobs that have not finished stay.
+func TestFinishedJobsCompact(t *testing.T) {
+	c := newClusterWith(t, func(cfg *control.Config) { cfg.JobRetention = 2 * time.Second })
+	teamA, teamB := c.token("team:a"), c.token("team:b")
+	// The blocker takes pod p1; 16-GPU pod jobs after it wait.
+	c.waitRunning(c.submit(teamA, api.JobRequest{Name: "blocker", GPUs: 16, Topology: "pod"}).JobID)
+	done := c.submit(teamA, api.JobRequest{Name: "short-lived", GPUs: 16, Topology: "pod"})
+	live := c.submit(teamA, api.JobRequest{Name: "still-waiting", GPUs: 16, Topology: "pod"})
+	c.mustJSON(teamA, "DELETE", "/v1/jobs/"+done.JobID, nil, 200, nil)
+	var j api.Job
+	c.mustJSON(teamA, "GET", "/v1/jobs/"+done.JobID, nil, 200, &j)
+	if j.Compacted || len(j.History) == 0 {
+		t.Fatalf("just cancelled: compacted %v, %d events; want the whole job", j.Compacted, len(j.History))
+	}
+	c.eventually("the cancelled job compacted", func() error {
+		if l := c.listJobs(c.admin, nil); slices.Contains(jobIDs(l), done.JobID) {
+			return fmt.Errorf("still listed: %v", jobIDs(l))
+		}
+		return nil
+	})
+	j = api.Job{}
+	c.mustJSON(teamA, "GET", "/v1/jobs/"+done.JobID, nil, 200, &j)
+	if !j.Compacted || j.State != model.JobCancelled || j.Name != "short-lived" || j.Team != "a" || j.Shape.GPUs != 16 ||
+		j.FinishedAt.IsZero() || len(j.History) != 0 {
+		t.Errorf("compacted view: %+v", j)
+	}
+	if status, _ := c.raw(teamB, "GET", "/v1/jobs/"+done.JobID, nil); status != 404 {
+		t.Errorf("another team reads a compacted job: %d, want 404", status)
+	}
+	j = api.Job{}
+	c.mustJSON(teamA, "GET", "/v1/jobs/"+live.JobID, nil, 200, &j)
+	if j.Compacted || j.State != model.JobPending {
+		t.Errorf("a pending job older than the retention: %+v", j)
 	}
 }
 

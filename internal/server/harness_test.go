@@ -45,16 +45,24 @@ type cluster struct {
 
 	hbStop context.CancelFunc
 	hbDone chan struct{}
+	// control, when set, changes the loop's config before each start.
+	control func(*control.Config)
 }
 
 // newCluster starts a server on a fresh data dir, captures the bootstrap
 // admin token, registers the nodes and keeps them alive until the test ends.
 func newCluster(t *testing.T, nodes ...fakeNode) *cluster {
 	t.Helper()
+	return newClusterWith(t, nil, nodes...)
+}
+
+// newClusterWith is newCluster with the control loop's config changed.
+func newClusterWith(t *testing.T, ctl func(*control.Config), nodes ...fakeNode) *cluster {
+	t.Helper()
 	if len(nodes) == 0 {
 		nodes = defaultNodes
 	}
-	c := &cluster{t: t, dir: t.TempDir(), nodes: nodes}
+	c := &cluster{t: t, dir: t.TempDir(), nodes: nodes, control: ctl}
 	c.start()
 	c.mu.Lock()
 	if len(c.bootstrap) != 1 {
@@ -94,12 +102,15 @@ func (c *cluster) start() {
 	first := c.admin == ""
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: c.dir,
 		Control: control.Config{HeartbeatInterval: 200 * time.Millisecond, Tick: 50 * time.Millisecond},
-		Logger:  slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler),
 		Bootstrap: func(secret string) {
 			c.mu.Lock()
 			c.bootstrap = append(c.bootstrap, secret)
 			c.mu.Unlock()
 		}}
+	if c.control != nil {
+		c.control(&cfg.Control)
+	}
 	in, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start: %v", err)

@@ -279,9 +279,40 @@ func (s *Server) ownedJob(w http.ResponseWriter, r *http.Request) (model.Job, bo
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	if j, ok := compactedJob(s.st.Cache(), r.PathValue("id")); ok {
+		// Finished past the retention: what is left is its usage record.
+		if p := principal(r.Context()); (p.Kind == RoleAdmin || p.Kind == RoleTeam) && mayRead(p, j.Org, j.Team) {
+			writeJSON(w, 200, api.Job{Job: j, Compacted: true})
+			return
+		}
+	}
 	if j, ok := s.ownedJob(w, r); ok {
 		writeJSON(w, 200, s.jobView(j))
 	}
+}
+
+// compactedJob is a job no longer in the table, as its usage record
+// keeps it: who, what size, when, how it ended, its wait and GPU time.
+func compactedJob(c *store.Cache, id string) (model.Job, bool) {
+	var j model.Job
+	ok := false
+	c.Read(func(v store.View) {
+		if _, live := v.Get(store.Jobs, id); live {
+			return
+		}
+		u, found := v.UsageOf(id)
+		if !found || u.Kind != model.OwnerTraining {
+			return
+		}
+		ok = true
+		j = model.Job{ID: u.ID, Name: u.Name, Org: u.Org, Team: u.Team, User: u.User, State: u.State, SubmittedAt: u.Start,
+			FinishedAt: u.End, GPUSeconds: u.GPUSeconds, WaitSeconds: u.WaitSeconds, PreemptCount: u.Preemptions}
+		j.Shape.GPUs = int(u.GPUs)
+		if u.GPUs < 1 {
+			j.Shape.GPUs, j.Shape.GPUMilli = 1, int(u.GPUs*1000+0.5)
+		}
+	})
+	return j, ok
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {

@@ -33,17 +33,23 @@ type Cache struct {
 	// read these thousands of times a second.
 	byNode  map[string]map[string]struct{}
 	byOwner map[string]map[string]struct{}
+	// usageOf finds a job's (or replica's) usage record by its id: a
+	// compacted job is read from it.
+	usageOf map[string]string
 	// Jobs ordered by submit time and, pending ones, by queue order.
 	jobs    *jobIndex
 	kindRev map[Kind]int64
-	subs    map[chan struct{}]bool
+	// journals are each table's recent changes (see ChangedSince).
+	journals map[Kind]*journal
+	subs     map[chan struct{}]bool
 	// revCh is closed and replaced whenever rev advances.
 	revCh chan struct{}
 }
 
 func newCache() *Cache {
 	c := &Cache{tables: map[Kind]map[string]Entry{}, byNode: map[string]map[string]struct{}{},
-		byOwner: map[string]map[string]struct{}{}, jobs: newJobIndex(), kindRev: map[Kind]int64{}, subs: map[chan struct{}]bool{}, revCh: make(chan struct{})}
+		byOwner: map[string]map[string]struct{}{}, usageOf: map[string]string{}, jobs: newJobIndex(), kindRev: map[Kind]int64{}, subs: map[chan struct{}]bool{}, revCh: make(chan struct{})}
+	c.resetJournals(0)
 	for _, k := range kinds {
 		c.tables[k] = map[string]Entry{}
 	}
@@ -100,6 +106,17 @@ func (v View) allocs(ids map[string]struct{}) []model.Allocation {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// UsageOf is the usage record of a finished job (or a gone replica's
+// allocation) by its id.
+func (v View) UsageOf(id string) (model.UsageRecord, bool) {
+	e, ok := v.c.tables[Usage][v.c.usageOf[id]]
+	if !ok {
+		return model.UsageRecord{}, false
+	}
+	r, ok := e.Obj.(model.UsageRecord)
+	return r, ok
 }
 
 // Rev is the revision the cache reflects.
@@ -194,7 +211,7 @@ func (s *Store) load(ctx context.Context) (int64, error) {
 		c.put(s, kv)
 	}
 	s.cache.mu.Lock()
-	s.cache.tables, s.cache.byNode, s.cache.byOwner, s.cache.jobs = c.tables, c.byNode, c.byOwner, c.jobs
+	s.cache.tables, s.cache.byNode, s.cache.byOwner, s.cache.usageOf, s.cache.jobs = c.tables, c.byNode, c.byOwner, c.usageOf, c.jobs
 	for k := range s.cache.kindRev {
 		// A reload may have missed deletes: treat every table as changed.
 		s.cache.kindRev[k] = resp.Header.Revision
@@ -202,9 +219,18 @@ func (s *Store) load(ctx context.Context) (int64, error) {
 	for k, r := range c.kindRev {
 		s.cache.kindRev[k] = max(s.cache.kindRev[k], r)
 	}
+	// What changed before the reload is not known one by one.
+	s.cache.resetJournals(resp.Header.Revision)
 	s.cache.advance(resp.Header.Revision)
 	s.cache.mu.Unlock()
 	return resp.Header.Revision, nil
+}
+
+func (c *Cache) resetJournals(rev int64) {
+	c.journals = make(map[Kind]*journal, len(kinds))
+	for _, k := range kinds {
+		c.journals[k] = &journal{from: rev}
+	}
 }
 
 func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
@@ -219,6 +245,7 @@ func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
 	}
 	c.remove(k, id)
 	c.kindRev[k] = max(c.kindRev[k], kv.ModRevision)
+	c.journals[k].record(kv.ModRevision, id)
 	c.tables[k][id] = Entry{Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision, Obj: obj}
 	switch o := obj.(type) {
 	case model.Allocation:
@@ -226,6 +253,8 @@ func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
 		link(c.byOwner, o.OwnerID, id)
 	case model.Job:
 		c.jobs.add(&o)
+	case model.UsageRecord:
+		c.usageOf[o.ID] = id
 	}
 }
 
@@ -238,6 +267,10 @@ func (c *Cache) remove(k Kind, id string) {
 			unlink(c.byOwner, o.OwnerID, id)
 		case model.Job:
 			c.jobs.drop(&o)
+		case model.UsageRecord:
+			if c.usageOf[o.ID] == id {
+				delete(c.usageOf, o.ID)
+			}
 		}
 		delete(c.tables[k], id)
 	}
@@ -298,6 +331,7 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 					if k, id, ok := s.split(string(ev.Kv.Key)); ok {
 						s.cache.remove(k, id)
 						s.cache.kindRev[k] = max(s.cache.kindRev[k], ev.Kv.ModRevision)
+						s.cache.journals[k].record(ev.Kv.ModRevision, id)
 					}
 					continue
 				}

@@ -18,10 +18,12 @@ type jobKey struct {
 	team  string
 	name  string
 	state model.JobState
+	fin   int64 // finished, unix nanoseconds; for finished jobs
 }
 
 func keyOf(j *model.Job) jobKey {
-	return jobKey{prio: j.Priority, at: j.SubmittedAt.UnixNano(), id: j.ID, org: j.Org, team: j.Team, name: j.Name, state: j.State}
+	return jobKey{prio: j.Priority, at: j.SubmittedAt.UnixNano(), id: j.ID, org: j.Org, team: j.Team, name: j.Name, state: j.State,
+		fin: j.FinishedAt.UnixNano()}
 }
 
 // bySubmit orders all jobs as lists show them: submit time, then id.
@@ -41,19 +43,30 @@ func byQueue(a, b jobKey) bool {
 	return bySubmit(a, b)
 }
 
-// jobIndex keeps the jobs ordered two ways, so that a submit's queue
+// byFinish orders finished jobs by when they finished: the oldest are
+// the first compacted.
+func byFinish(a, b jobKey) bool {
+	if a.fin != b.fin {
+		return a.fin < b.fin
+	}
+	return a.id < b.id
+}
+
+// jobIndex keeps the jobs ordered three ways, so that a submit's queue
 // position and a page of a list cost a tree walk, not a sort of the table.
 // tidwall/btree is used because its B-tree counts items per node: GetAt
 // is O(log n), which a rank needs and google/btree does not offer. The
 // cache's own lock guards it, so the trees take none.
 type jobIndex struct {
-	all     *btree.BTreeG[jobKey]
-	pending *btree.BTreeG[jobKey]
+	all      *btree.BTreeG[jobKey]
+	pending  *btree.BTreeG[jobKey]
+	finished *btree.BTreeG[jobKey]
 }
 
 func newJobIndex() *jobIndex {
 	opt := btree.Options{NoLocks: true}
-	return &jobIndex{all: btree.NewBTreeGOptions(bySubmit, opt), pending: btree.NewBTreeGOptions(byQueue, opt)}
+	return &jobIndex{all: btree.NewBTreeGOptions(bySubmit, opt), pending: btree.NewBTreeGOptions(byQueue, opt),
+		finished: btree.NewBTreeGOptions(byFinish, opt)}
 }
 
 func (x *jobIndex) add(j *model.Job) {
@@ -62,12 +75,31 @@ func (x *jobIndex) add(j *model.Job) {
 	if j.State == model.JobPending {
 		x.pending.Set(k)
 	}
+	if j.State.Terminal() {
+		x.finished.Set(k)
+	}
 }
 
 func (x *jobIndex) drop(j *model.Job) {
 	k := keyOf(j)
 	x.all.Delete(k)
 	x.pending.Delete(k)
+	x.finished.Delete(k)
+}
+
+// FinishedBefore lists up to n finished jobs that finished before cut,
+// oldest first.
+func (v View) FinishedBefore(cut time.Time, n int) []string {
+	var out []string
+	c := cut.UnixNano()
+	v.c.jobs.finished.Scan(func(k jobKey) bool {
+		if k.fin >= c || len(out) >= n {
+			return false
+		}
+		out = append(out, k.id)
+		return true
+	})
+	return out
 }
 
 // rank counts the items of t ordered before k: a binary search over

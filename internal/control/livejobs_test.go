@@ -1,0 +1,117 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/store"
+)
+
+// TestLiveJobsFollowTheTable: the loop's copy of the unfinished jobs,
+// caught up from the cache's journal each pass, is what a full read of
+// the table gives, through new jobs (ids in and out of order), state
+// changes, finished jobs and deletes on a real etcd.
+func TestLiveJobsFollowTheTable(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, err := st.Campaign(ctx, "a", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(ctx)
+	w := l.Writer()
+	rng := rand.New(rand.NewPCG(3, 9))
+	states := []model.JobState{model.JobPending, model.JobRunning, model.JobCompleted, model.JobFailed}
+	jobs := map[string]model.Job{}
+	var live liveJobs
+	incremental := 0
+	for round := 0; round < 40; round++ {
+		txn := w.Txn()
+		touched := map[string]bool{}
+		for i := 0; i < 1+rng.IntN(12); i++ {
+			ids := make([]string, 0, len(jobs))
+			for id := range jobs {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			op := rng.IntN(10)
+			if op >= 5 && len(ids) == 0 {
+				op = 0
+			}
+			switch {
+			case op < 5: // new: mostly a later id, sometimes an earlier one
+				id := fmt.Sprintf("j%05d", 1000+round*20+i)
+				if op == 0 {
+					id = fmt.Sprintf("j%05d", rng.IntN(1000))
+				}
+				if touched[id] {
+					continue
+				}
+				jobs[id], touched[id] = model.Job{ID: id, Name: "n", State: model.JobPending, Priority: rng.IntN(5)}, true
+				txn.Put(store.Jobs, id, jobs[id])
+			case op < 9:
+				id := ids[rng.IntN(len(ids))]
+				if touched[id] {
+					continue
+				}
+				j := jobs[id]
+				j.State, j.Priority = states[rng.IntN(len(states))], rng.IntN(5)
+				jobs[id], touched[id] = j, true
+				txn.Put(store.Jobs, id, j)
+			default:
+				id := ids[rng.IntN(len(ids))]
+				if touched[id] {
+					continue
+				}
+				delete(jobs, id)
+				touched[id] = true
+				txn.Delete(store.Jobs, id)
+			}
+		}
+		rev, err := w.Commit(ctx, txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Cache().WaitRev(ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+		var want, got []model.Job
+		st.Cache().Read(func(v store.View) {
+			before := live.jobs != nil
+			if before && v.ChangedSince(store.Jobs, live.rev, func(string) {}) {
+				incremental++
+			}
+			got = slices.Clone(live.read(v))
+			v.Each(store.Jobs, func(_ string, e store.Entry) {
+				if j := e.Obj.(model.Job); !j.State.Terminal() {
+					want = append(want, j)
+				}
+			})
+		})
+		slices.SortFunc(want, func(a, b model.Job) int { return strings.Compare(a.ID, b.ID) })
+		if !slices.EqualFunc(got, want, func(a, b model.Job) bool { return a.ID == b.ID && a.State == b.State && a.Priority == b.Priority }) {
+			t.Fatalf("round %d: the loop's jobs %v, the table's %v", round, ids(got), ids(want))
+		}
+	}
+	if incremental < 30 {
+		t.Errorf("only %d of 40 reads caught up from the journal", incremental)
+	}
+}
+
+func ids(js []model.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = fmt.Sprintf("%s:%s:%d", j.ID, j.State, j.Priority)
+	}
+	return out
+}
