@@ -46,8 +46,9 @@ func load[T any](ch *change, k store.Kind, id string) (*T, bool) {
 		if e, found := v.Get(k, id); found {
 			// A fresh decode, not a copy of the cached object: slices
 			// (a job's history) must not share memory with the cache.
-			ok = json.Unmarshal(e.Value, &out) == nil
-			rev, raw = e.ModRev, e.Value
+			raw = e.Raw()
+			ok = json.Unmarshal(raw, &out) == nil
+			rev = e.ModRev
 		}
 	})
 	if !ok {

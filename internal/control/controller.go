@@ -39,10 +39,13 @@ type Controller struct {
 	mu sync.RWMutex
 	w  *store.Writer // nil unless leading
 
-	live     *liveness
-	last     atomic.Pointer[Snapshot]
-	kick     chan struct{}
-	liveJobs liveJobs
+	live *liveness
+	last atomic.Pointer[Snapshot]
+	kick chan struct{}
+	// The loop's copies of the tables it plans over (see mirror).
+	liveJobs mirror[model.Job]
+	allocs   mirror[model.Allocation]
+	nodes    mirror[model.Node]
 	admit    admitCache
 }
 
@@ -88,7 +91,9 @@ func (s *Snapshot) Position(id string) (int, bool) {
 // New builds a controller over a store. It does nothing until Lead.
 func New(st *store.Store, cfg Config) *Controller {
 	cfg = cfg.withDefaults()
-	return &Controller{st: st, cfg: cfg, log: cfg.Logger, live: newLiveness(), kick: make(chan struct{}, 1)}
+	return &Controller{st: st, cfg: cfg, log: cfg.Logger, live: newLiveness(), kick: make(chan struct{}, 1),
+		liveJobs: newMirror(store.Jobs, jobID, unfinished), allocs: newMirror(store.Allocations, allocID, nil),
+		nodes: newMirror(store.Nodes, nodeID, nil)}
 }
 
 // Config is the effective configuration, defaults applied.

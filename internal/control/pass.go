@@ -57,13 +57,9 @@ func (c *Controller) read() *input {
 	s := &in.state
 	c.st.Cache().Read(func(v store.View) {
 		in.rev = v.Rev()
-		s.Nodes = make([]model.Node, 0, v.Len(store.Nodes))
-		v.Each(store.Nodes, func(_ string, e store.Entry) { s.Nodes = append(s.Nodes, e.Obj.(model.Node)) })
-		s.Allocations = make([]model.Allocation, 0, v.Len(store.Allocations))
-		v.Each(store.Allocations, func(_ string, e store.Entry) {
-			s.Allocations = append(s.Allocations, e.Obj.(model.Allocation))
-		})
-		s.Jobs = c.liveJobs.read(v)
+		s.Nodes = c.nodes.sync(v)
+		s.Allocations = c.allocs.sync(v)
+		s.Jobs = c.liveJobs.sync(v)
 		v.Each(store.Deployments, func(_ string, e store.Entry) {
 			s.Deployments = append(s.Deployments, e.Obj.(model.Deployment))
 		})
@@ -81,8 +77,6 @@ func (c *Controller) read() *input {
 		readDoc(v, docCheckpoints, &recs)
 		s.StorageBandwidth = sched.MeasuredBandwidth(samplesOf(recs))
 	})
-	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.ID, b.ID) })
-	slices.SortFunc(s.Allocations, func(a, b model.Allocation) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.Deployments, func(a, b model.Deployment) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.Quotas, func(a, b model.Quota) int { return strings.Compare(a.Scope, b.Scope) })
 	for _, r := range in.relocations {
@@ -156,8 +150,8 @@ func (c *Controller) observeApply(d time.Duration, err error) {
 }
 
 func (c *Controller) remember(in *input, d sched.Decision, now time.Time, planTime time.Duration) {
-	s := &Snapshot{At: now, Rev: in.rev, Decision: d, Pending: map[string]*sched.Pending{},
-		Reservations: map[string]*sched.Reservation{}, PlanTime: planTime}
+	s := &Snapshot{At: now, Rev: in.rev, Decision: d, Pending: make(map[string]*sched.Pending, len(d.Pending)),
+		Reservations: make(map[string]*sched.Reservation, len(d.Reservations)), PlanTime: planTime}
 	for i := range d.Pending {
 		if d.Pending[i].Kind != model.OwnerInference {
 			s.Pending[d.Pending[i].OwnerID] = &d.Pending[i]
@@ -188,9 +182,12 @@ func (c *Controller) checkDeadlines(ch *change, allocs []model.Allocation) {
 // break, R4: only once its readiness check passes does the old copy stop)
 // and drops moves whose new copy is gone.
 func (c *Controller) checkRelocations(ch *change, in *input) ([]relocation, bool) {
+	if len(in.relocations) == 0 {
+		return nil, false
+	}
 	var keep []relocation
 	changed := false
-	exists := map[string]bool{}
+	exists := make(map[string]bool, len(in.state.Allocations))
 	for _, a := range in.state.Allocations {
 		exists[a.ID] = true
 	}

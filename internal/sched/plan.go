@@ -181,7 +181,7 @@ type blockedReq struct {
 func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	cfg := s.Config.withDefaults()
 	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
-		jobs: map[string]*model.Job{}, quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
+		jobs: make(map[string]*model.Job, len(s.Allocations)), quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
 		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{},
 		noBackfill: map[shapeID]noBackfill{}, hopeless: map[shapeID]int{}, hopeful: map[shapeID]int{}}
 	p.prepare()

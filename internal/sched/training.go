@@ -16,9 +16,12 @@ type queued struct {
 
 // queue lists pending training jobs in rank order (R2's total order).
 func (p *planner) queue() []queued {
+	// Pending jobs that still hold allocations (a requeue whose stop has
+	// not finished) wait for them. Only owners outside p.jobs (the jobs
+	// not pending) can be one: the set stays small at 100k running.
 	running := map[string]bool{}
 	for _, a := range p.s.Allocations {
-		if a.OwnerKind != model.OwnerInference {
+		if a.OwnerKind != model.OwnerInference && p.jobs[a.OwnerID] == nil {
 			running[a.OwnerID] = true
 		}
 	}

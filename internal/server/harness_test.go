@@ -102,7 +102,7 @@ func (c *cluster) start() {
 	first := c.admin == ""
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: c.dir,
 		Control: control.Config{HeartbeatInterval: 200 * time.Millisecond, Tick: 50 * time.Millisecond},
-		Logger: slog.New(slog.DiscardHandler),
+		Logger:  slog.New(slog.DiscardHandler),
 		Bootstrap: func(secret string) {
 			c.mu.Lock()
 			c.bootstrap = append(c.bootstrap, secret)

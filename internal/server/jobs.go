@@ -57,22 +57,25 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc := api.JobAccepted{JobID: job.ID, State: job.State, Created: created}
-	acc.QueuePosition, acc.ETA = s.queuePosition(job)
+	acc.QueuePosition, acc.ETA = s.queuePosition(job, true)
 	writeJSON(w, http.StatusAccepted, acc)
 }
 
 // queuePosition is a pending job's place in the queue: where the last
 // pass ranked it (the core's order: SLO tier, effective priority with
-// aging, submit time), or, for a job no pass has seen yet, one after the
-// pending jobs ahead of it by base priority and submit time, from the
-// table's queue index. Its ETA is the reservation's when it holds one,
-// now when its shape is placeable now, else unknown.
-func (s *Server) queuePosition(j model.Job) (int, *time.Time) {
+// aging, submit time), or, for a job no pass has seen yet (fresh: just
+// submitted), one after the pending jobs ahead of it by base priority and
+// submit time, from the table's queue index. Its ETA is the
+// reservation's when it holds one, now when its shape is placeable now,
+// else unknown.
+func (s *Server) queuePosition(j model.Job, fresh bool) (int, *time.Time) {
 	if j.State != model.JobPending {
 		return 0, nil
 	}
 	last := s.ctl.Last()
-	if last != nil {
+	// A job just submitted is in no pass yet: asking the pass would only
+	// build its position map in the submit's request.
+	if last != nil && !fresh {
 		if pos, ok := last.Position(j.ID); ok {
 			if res := last.Reservations[j.ID]; res != nil && !res.ETA.IsZero() {
 				t := res.ETA
@@ -138,7 +141,7 @@ func (s *Server) jobView(j model.Job) api.Job {
 				v.Reservation = rv
 			}
 		}
-		v.QueuePosition, _ = s.queuePosition(j)
+		v.QueuePosition, _ = s.queuePosition(j, false)
 		if v.PendingReason == nil {
 			v.PendingReason = &api.Reason{Code: "queued", Message: "waiting for the next scheduling pass"}
 		}

@@ -15,12 +15,27 @@ import (
 
 // Entry is one key of the table as of the cache's revision.
 type Entry struct {
+	// Value is the stored JSON for the kinds the cache does not decode
+	// (alerts, tokens, idempotency keys, docs); nil for the model kinds,
+	// whose Obj is kept instead: at a million jobs the JSON beside the
+	// decoded job was most of a gigabyte. Raw gives either as JSON.
 	Value     []byte
 	ModRev    int64
 	CreateRev int64
 	// Obj is the decoded value for the model kinds (model.Node, model.Job,
-	// model.Deployment, model.Allocation, model.Quota); nil otherwise.
+	// model.Deployment, model.Allocation, model.Quota, model.UsageRecord,
+	// model.Sample); nil otherwise.
 	Obj any
+}
+
+// Raw is the entry as JSON: its stored value, or its object encoded
+// again (which reads back as the same object).
+func (e Entry) Raw() []byte {
+	if e.Value != nil || e.Obj == nil {
+		return e.Value
+	}
+	b, _ := json.Marshal(e.Obj)
+	return b
 }
 
 // Cache is the table as of one etcd revision, kept current by a watch.
@@ -246,7 +261,11 @@ func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
 	c.remove(k, id)
 	c.kindRev[k] = max(c.kindRev[k], kv.ModRevision)
 	c.journals[k].record(kv.ModRevision, id)
-	c.tables[k][id] = Entry{Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision, Obj: obj}
+	e := Entry{Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision, Obj: obj}
+	if obj != nil {
+		e.Value = nil
+	}
+	c.tables[k][id] = e
 	switch o := obj.(type) {
 	case model.Allocation:
 		link(c.byNode, o.NodeID, id)

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -33,7 +34,7 @@ func TestLiveJobsFollowTheTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 9))
 	states := []model.JobState{model.JobPending, model.JobRunning, model.JobCompleted, model.JobFailed}
 	jobs := map[string]model.Job{}
-	var live liveJobs
+	live := newMirror(store.Jobs, jobID, unfinished)
 	incremental := 0
 	for round := 0; round < 40; round++ {
 		txn := w.Txn()
@@ -87,11 +88,11 @@ func TestLiveJobsFollowTheTable(t *testing.T) {
 		}
 		var want, got []model.Job
 		st.Cache().Read(func(v store.View) {
-			before := live.jobs != nil
+			before := live.read
 			if before && v.ChangedSince(store.Jobs, live.rev, func(string) {}) {
 				incremental++
 			}
-			got = slices.Clone(live.read(v))
+			got = slices.Clone(live.sync(v))
 			v.Each(store.Jobs, func(_ string, e store.Entry) {
 				if j := e.Obj.(model.Job); !j.State.Terminal() {
 					want = append(want, j)
@@ -114,4 +115,54 @@ func ids(js []model.Job) []string {
 		out[i] = fmt.Sprintf("%s:%s:%d", j.ID, j.State, j.Priority)
 	}
 	return out
+}
+
+// TestPatchMergesInOrder: patch's in-place merge gives what a sort of the
+// changed set gives, for new ids anywhere in the order.
+func TestPatchMergesInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 500; round++ {
+		have := map[string]bool{}
+		var list []model.Job
+		for i := 0; i < rng.IntN(30); i++ {
+			id := fmt.Sprintf("j%03d", rng.IntN(200))
+			if !have[id] {
+				have[id] = true
+				list = append(list, model.Job{ID: id})
+			}
+		}
+		slices.SortFunc(list, func(a, b model.Job) int { return strings.Compare(a.ID, b.ID) })
+		var cs []entryChange[model.Job]
+		want := maps.Clone(have)
+		seen := map[string]bool{}
+		for i := 0; i < rng.IntN(20); i++ {
+			id := fmt.Sprintf("j%03d", rng.IntN(200))
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			live := rng.IntN(3) > 0
+			cs = append(cs, entryChange[model.Job]{id: id, obj: model.Job{ID: id, Priority: 1}, live: live})
+			if live {
+				want[id] = true
+			} else {
+				delete(want, id)
+			}
+		}
+		slices.SortFunc(cs, func(a, b entryChange[model.Job]) int { return strings.Compare(a.id, b.id) })
+		got := patch(list, cs, jobID)
+		wantIDs := slices.Sorted(maps.Keys(want))
+		var gotIDs []string
+		for _, j := range got {
+			gotIDs = append(gotIDs, j.ID)
+		}
+		if !slices.Equal(gotIDs, wantIDs) {
+			t.Fatalf("round %d: patched %v, want %v", round, gotIDs, wantIDs)
+		}
+		for _, j := range got {
+			if seen[j.ID] && j.Priority != 1 {
+				t.Fatalf("round %d: %s not replaced", round, j.ID)
+			}
+		}
+	}
 }
