@@ -50,6 +50,8 @@ type Config struct {
 // Prometheus. Nil methods are not called.
 type Observer interface {
 	PlanDone(d time.Duration)
+	// PassDone is a planning pass end to end: read, plan, apply.
+	PassDone(d time.Duration)
 	ApplyDone(d time.Duration, err error)
 	HeartbeatLag(d time.Duration)
 }

@@ -103,6 +103,7 @@ func (c *Controller) schedConfig() sched.Config {
 // on the new table. Otherwise plan and apply.
 func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	now := c.cfg.Clock()
+	start := time.Now()
 	in := c.read()
 	ch := c.newChange(w, now)
 	mass := c.checkLiveness(ch, in.state.Nodes)
@@ -135,12 +136,20 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	ch = c.newChange(w, now)
 	c.apply(ch, in, d)
 	if ch.empty() {
+		c.observePass(start)
 		return nil
 	}
 	t0 = time.Now()
 	_, err := w.Commit(ctx, ch.txn)
 	c.observeApply(time.Since(t0), err)
+	c.observePass(start)
 	return err
+}
+
+func (c *Controller) observePass(start time.Time) {
+	if m := c.cfg.Metrics; m != nil {
+		m.PassDone(time.Since(start))
+	}
 }
 
 func (c *Controller) observeApply(d time.Duration, err error) {

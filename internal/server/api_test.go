@@ -472,7 +472,7 @@ func TestAPIClusterNodesAndDocs(t *testing.T) {
 	// Metrics.
 	status, data = c.raw("", "GET", "/metrics", nil)
 	for _, want := range []string{`berth_largest_placeable_gpus{topology="node"}`, `berth_largest_placeable_gpus{topology="any"}`,
-		"berth_plan_seconds", "berth_leader 1"} {
+		"berth_plan_seconds", "berth_pass_seconds_count", "berth_leader 1"} {
 		if status != 200 || !strings.Contains(string(data), want) {
 			t.Errorf("metrics: %d, no %q", status, want)
 		}

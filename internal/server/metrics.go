@@ -15,7 +15,7 @@ import (
 // at scrape time from the table and the last pass, so a pass pays nothing
 // for them.
 type metrics struct {
-	plan, apply, heartbeat *prometheus.HistogramVec
+	plan, pass, apply, heartbeat *prometheus.HistogramVec
 	requests               *prometheus.HistogramVec
 	applyErrors            prometheus.Counter
 	leader                 prometheus.Gauge
@@ -30,6 +30,8 @@ func NewMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		plan: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_plan_seconds",
 			Help: "Time one scheduling pass (sched.Plan) takes.", Buckets: buckets}, nil),
+		pass: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_pass_seconds",
+			Help: "Time one control pass takes end to end: read the table, plan, apply in one fenced transaction.", Buckets: buckets}, nil),
 		apply: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_apply_seconds",
 			Help: "Time to persist one decision in one fenced transaction.", Buckets: buckets}, nil),
 		heartbeat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_heartbeat_seconds",
@@ -42,7 +44,7 @@ func NewMetrics(reg *prometheus.Registry) *metrics {
 		diskFreeBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_data_dir_free_bytes",
 			Help: "Free space on the data dir's filesystem (embedded etcd); writes are refused below the reserve."}),
 	}
-	reg.MustRegister(m.plan, m.apply, m.heartbeat, m.requests, m.applyErrors, m.leader, m.diskFreeBytes,
+	reg.MustRegister(m.plan, m.pass, m.apply, m.heartbeat, m.requests, m.applyErrors, m.leader, m.diskFreeBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -54,6 +56,7 @@ func (m *metrics) Observe(s *Server) {
 }
 
 func (m *metrics) PlanDone(d time.Duration) { m.plan.WithLabelValues().Observe(d.Seconds()) }
+func (m *metrics) PassDone(d time.Duration) { m.pass.WithLabelValues().Observe(d.Seconds()) }
 func (m *metrics) ApplyDone(d time.Duration, err error) {
 	m.apply.WithLabelValues().Observe(d.Seconds())
 	if err != nil {

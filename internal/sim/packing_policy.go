@@ -7,10 +7,12 @@ import (
 // The paper's baselines, as the reference simulator scores them (integer
 // scores, ties to the seed's node order).
 
-type randomPolicy struct{}
+// randomPolicy keeps its list of feasible nodes between calls.
+type randomPolicy struct{ ok *[]int }
 
-func (randomPolicy) choose(s *packState, p PackPod) (int, []int) {
-	var ok []int
+func (r randomPolicy) choose(s *packState, p PackPod) (int, []int) {
+	ok := (*r.ok)[:0]
+	defer func() { *r.ok = ok }()
 	for n := range s.nodes {
 		if s.fits(n, p) {
 			ok = append(ok, n)
@@ -67,15 +69,26 @@ func (s *packState) pickMax(p PackPod, score func(n int) int) int {
 	return best
 }
 
-type bestFitPolicy struct{}
+// bestFitPolicy keeps its per-node scores between calls: one slice, not
+// a map a pod (the map made it the slowest policy of the experiment).
+type bestFitPolicy struct{ raw *[]int }
+
+func newBestFit() bestFitPolicy { return bestFitPolicy{raw: new([]int)} }
+
+// unfit marks a node that cannot take the pod in bestFitPolicy's scores.
+const unfit = math.MinInt
 
 // choose scores r = ½·CPU left/128 cores + ½·GPU milli left/8 GPUs after
 // placement, as ⌊100(1−r)⌋ rescaled min–max over the feasible nodes.
-func (bestFitPolicy) choose(s *packState, p PackPod) (int, []int) {
-	raw := make(map[int]int)
+func (b bestFitPolicy) choose(s *packState, p PackPod) (int, []int) {
+	if len(*b.raw) != len(s.nodes) {
+		*b.raw = make([]int, len(s.nodes))
+	}
+	raw := *b.raw
 	lo, hi := math.MaxInt, math.MinInt
 	for n := range s.nodes {
 		if !s.fits(n, p) {
+			raw[n] = unfit
 			continue
 		}
 		cpuLeft := float64(s.nodes[n].CPUMilli - s.cpuUsed[n] - p.CPUMilli)
@@ -89,14 +102,22 @@ func (bestFitPolicy) choose(s *packState, p PackPod) (int, []int) {
 		raw[n] = sc
 		lo, hi = min(lo, sc), max(hi, sc)
 	}
-	if len(raw) == 0 {
+	best, bestScore := -1, math.MinInt
+	for n, sc := range raw {
+		if sc == unfit {
+			continue
+		}
+		if hi == lo {
+			sc = 0
+		} else {
+			sc = (sc - lo) * 100 / (hi - lo)
+		}
+		if sc > bestScore || sc == bestScore && s.rank[n] < s.rank[best] {
+			best, bestScore = n, sc
+		}
+	}
+	if best < 0 {
 		return -1, nil
 	}
-	n := s.pickMax(p, func(n int) int {
-		if hi == lo {
-			return 0
-		}
-		return (raw[n] - lo) * 100 / (hi - lo)
-	})
-	return n, s.gpusFor(n, p)
+	return best, s.gpusFor(best, p)
 }

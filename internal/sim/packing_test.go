@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -223,5 +224,29 @@ func TestBerthUsesTheProductScorer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPackingExperimentRunsAreIndependent: the experiment's runs, on all
+// cores at once, give each seed the curve a run alone gives it.
+func TestPackingExperimentRunsAreIndependent(t *testing.T) {
+	nodes, pods := loadExcerpt(t)
+	seeds := []int64{42, 43, 44}
+	rep, err := RunPackingExperiment(PackingConfig{Pods: excerptPods, Nodes: excerptNodes, Policies: PackingPolicies, Tune: 1.3, Seeds: seeds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range PackingPolicies {
+		for _, seed := range seeds {
+			pol, _ := packingPolicy(name, pods)
+			alone := RunPacking(nodes, PackingWorkload(pods, nodes, 1.3, seed), pol, seed, 130)
+			curve := rep.Policies[name].PerSeed[strconv.FormatInt(seed, 10)]
+			for k, v := range alone.Unallocated {
+				got := curve[strconv.Itoa(k)]
+				if math.IsNaN(v) != (got == nil) || got != nil && *got != v {
+					t.Fatalf("%s seed %d at %d%%: %v in the experiment, %v alone", name, seed, k, got, v)
+				}
+			}
+		}
 	}
 }
