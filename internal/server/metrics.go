@@ -16,11 +16,11 @@ import (
 // for them.
 type metrics struct {
 	plan, pass, apply, heartbeat *prometheus.HistogramVec
-	requests               *prometheus.HistogramVec
-	applyErrors            prometheus.Counter
-	leader                 prometheus.Gauge
-	diskFreeBytes          prometheus.Gauge
-	fleet                  *fleetCollector
+	requests                     *prometheus.HistogramVec
+	applyErrors                  prometheus.Counter
+	leader                       prometheus.Gauge
+	diskFreeBytes                prometheus.Gauge
+	fleet                        *fleetCollector
 }
 
 // NewMetrics registers berth's series on reg and returns the observer the
