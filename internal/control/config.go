@@ -60,18 +60,12 @@ type Observer interface {
 // retention: a compacted job is read from its usage record, which must
 // outlive the job's own entry.
 func (c Config) CheckRetention() error {
-	job, usage := c.JobRetention, c.UsageRetention
-	if job == 0 {
-		job = 24 * time.Hour
+	if c.JobRetention < 0 || c.UsageRetention < 0 {
+		return fmt.Errorf("job_retention (%v) and usage_retention (%v): must not be negative", c.JobRetention, c.UsageRetention)
 	}
-	if usage == 0 {
-		usage = 90 * 24 * time.Hour
-	}
-	if job < 0 || usage < 0 {
-		return fmt.Errorf("job_retention (%v) and usage_retention (%v): must not be negative", job, usage)
-	}
-	if job > usage {
-		return fmt.Errorf("job_retention: %v is longer than usage_retention (%v): a compacted job is read from its usage record, which must outlive it", job, usage)
+	d := c.withDefaults()
+	if d.JobRetention > d.UsageRetention {
+		return fmt.Errorf("job_retention: %v is longer than usage_retention (%v): a compacted job is read from its usage record, which must outlive it", d.JobRetention, d.UsageRetention)
 	}
 	return nil
 }

@@ -269,7 +269,7 @@ func (s *Server) ownedJob(w http.ResponseWriter, r *http.Request) (model.Job, bo
 	id := r.PathValue("id")
 	j, ok := store.Get[model.Job](s.st.Cache(), store.Jobs, id)
 	switch {
-	case p.Kind != RoleAdmin && p.Kind != RoleTeam:
+	case !mayReadFleet(p):
 		s.fail(w, r, forbidden(p, "role admin or team:<name>"))
 	case !ok, !mayRead(p, j.Org, j.Team):
 		// Another team's job answers as one that does not exist: a 403
@@ -284,7 +284,7 @@ func (s *Server) ownedJob(w http.ResponseWriter, r *http.Request) (model.Job, bo
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	if j, ok := compactedJob(s.st.Cache(), r.PathValue("id")); ok {
 		// Finished past the retention: what is left is its usage record.
-		if p := principal(r.Context()); (p.Kind == RoleAdmin || p.Kind == RoleTeam) && mayRead(p, j.Org, j.Team) {
+		if p := principal(r.Context()); mayReadFleet(p) && mayRead(p, j.Org, j.Team) {
 			writeJSON(w, 200, api.Job{Job: j, Compacted: true})
 			return
 		}
