@@ -231,12 +231,15 @@ func countSet(cmd *cobra.Command, names ...string) int {
 }
 
 func newJobLsCmd(conn *connFlags) *cobra.Command {
-	var team, state string
+	var team, state, kind string
 	var all bool
 	var limit int
 	cmd := simple(conn, "ls", "List jobs, like squeue: id, team, GPUs, topology, state, age and why pending", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string, do clientDo) (any, func(*tabwriter.Writer), error) {
 			q := url.Values{}
+			if kind != "" {
+				q.Set("kind", kind)
+			}
 			if team != "" {
 				q.Set("team", team)
 			}
@@ -287,6 +290,7 @@ func newJobLsCmd(conn *connFlags) *cobra.Command {
 	cmd.Aliases = []string{"list"}
 	cmd.Flags().StringVar(&team, "team", "", "only this team's jobs")
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running, completed, failed, cancelled")
+	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind: whole (whole GPUs) or share (a share of one GPU)")
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "finished jobs too (completed, failed, cancelled)")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many jobs, oldest first (0: every page)")
 	return cmd

@@ -53,6 +53,9 @@ func TestAPIJobs(t *testing.T) {
 		}
 	}
 	b := c.waitRunning(c.submit(teamB, api.JobRequest{Name: "train-b", Image: "x", GPUs: 2, Topology: "any"}).JobID)
+	// A share job: this fleet has no sharing pool, so it waits, which the
+	// filters do not mind; it is cancelled after them.
+	share := c.submit(teamB, api.JobRequest{Name: "share-b", Image: "x", GPUs: 1, GPUMilli: 250, Topology: "node"}).JobID
 
 	// Filters.
 	for _, tc := range []struct {
@@ -60,9 +63,13 @@ func TestAPIJobs(t *testing.T) {
 		want []string
 	}{
 		{url.Values{"team": {"a"}}, []string{a.ID}},
-		{url.Values{"team": {"b"}}, []string{b.ID}},
+		{url.Values{"team": {"b"}}, []string{b.ID, share}},
 		{url.Values{"state": {"running"}}, []string{a.ID, b.ID}},
-		{url.Values{"state": {"pending"}}, []string{}},
+		{url.Values{"state": {"pending"}}, []string{share}},
+		{url.Values{"kind": {"share"}}, []string{share}},
+		{url.Values{"kind": {"whole"}}, []string{a.ID, b.ID}},
+		{url.Values{"kind": {"whole"}, "team": {"b"}}, []string{b.ID}},
+		{url.Values{"kind": {"share"}, "state": {"running"}}, []string{}},
 		{url.Values{"team": {"a"}, "state": {"running"}}, []string{a.ID}},
 		{url.Values{"team": {"b"}, "state": {"cancelled"}}, []string{}},
 		{url.Values{"team": {"nobody"}}, []string{}},
@@ -78,6 +85,11 @@ func TestAPIJobs(t *testing.T) {
 	if e := c.apiError(data); status != 400 || e.Field != "state" {
 		t.Errorf("bad state filter: %d %+v, want 400 naming state", status, e)
 	}
+	status, data = c.raw(c.admin, "GET", "/v1/jobs?kind=inference", nil)
+	if e := c.apiError(data); status != 400 || e.Field != "kind" {
+		t.Errorf("bad kind filter: %d %+v, want 400 naming kind", status, e)
+	}
+	c.mustJSON(c.admin, "DELETE", "/v1/jobs/"+share, nil, 200, nil)
 
 	// A job that cannot fit now waits with a reason, then is cancelled.
 	big := c.submit(c.admin, api.JobRequest{Name: "big", Team: "c", Image: "x", GPUs: 24, Topology: "any"})

@@ -188,6 +188,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	switch k := q.Get("kind"); k {
+	case "", store.JobKindShare, store.JobKindWhole:
+		f.Kind = k
+	default:
+		s.fail(w, r, api.Invalid("kind", "%q: expected whole (jobs on whole GPUs) or share (jobs on a share of one GPU)", k))
+		return
+	}
 	limit := defaultJobPage
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)

@@ -20,12 +20,13 @@ type jobKey struct {
 	team  string
 	name  string
 	state model.JobState
+	share bool  // a share of one GPU (gpu_milli), not whole GPUs
 	fin   int64 // finished, unix nanoseconds; for finished jobs
 }
 
 func keyOf(j *model.Job) *jobKey {
 	return &jobKey{prio: j.Priority, at: j.SubmittedAt.UnixNano(), id: j.ID, org: j.Org, team: j.Team, name: j.Name, state: j.State,
-		fin: j.FinishedAt.UnixNano()}
+		share: j.Shape.Fraction(), fin: j.FinishedAt.UnixNano()}
 }
 
 // bySubmit orders all jobs as lists show them: submit time, then id.
@@ -129,10 +130,22 @@ func (v View) PendingAhead(priority int, submitted time.Time, id string) int {
 type JobFilter struct {
 	Org, Team, Name string
 	States          []model.JobState
+	// Kind is JobKindShare (jobs asking for a share of one GPU),
+	// JobKindWhole (whole GPUs), or empty for both.
+	Kind string
 }
+
+// The kinds of job a list can filter on: what the job asks for.
+const (
+	JobKindShare = "share"
+	JobKindWhole = "whole"
+)
 
 func (f *JobFilter) match(k *jobKey) bool {
 	if f.Org != "" && k.org != f.Org || f.Team != "" && k.team != f.Team || f.Name != "" && k.name != f.Name {
+		return false
+	}
+	if f.Kind != "" && k.share != (f.Kind == JobKindShare) {
 		return false
 	}
 	if len(f.States) == 0 {
