@@ -106,7 +106,7 @@ func runDev(w io.Writer, o devOptions) error {
 			nodes[i].Pool = labels[nodes[i].ID]
 		}
 	}
-	d := sched.Plan(sched.State{Nodes: nodes, Jobs: jobs, Deployments: deps, Config: cfg}, now)
+	d := sched.Plan(sched.State{Nodes: nodes, Jobs: sched.JobsOf(jobs), Deployments: deps, Config: cfg}, now)
 	if o.output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

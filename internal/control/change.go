@@ -237,7 +237,7 @@ func (ch *change) peekJob(id string) (model.Job, bool) {
 	ok := false
 	ch.c.st.Cache().Read(func(v store.View) {
 		if e, found := v.Get(store.Jobs, id); found {
-			out, ok = e.Obj.(model.Job), true
+			out, ok = *e.Obj.(*model.Job), true
 		}
 	})
 	return out, ok

@@ -43,7 +43,7 @@ type Controller struct {
 	last atomic.Pointer[Snapshot]
 	kick chan struct{}
 	// The loop's copies of the tables it plans over (see mirror).
-	liveJobs mirror[model.Job]
+	liveJobs mirror[*model.Job]
 	allocs   mirror[model.Allocation]
 	nodes    mirror[model.Node]
 	admit    admitCache

@@ -210,7 +210,7 @@ func (c *Controller) orders(node string, fence int64) model.NodeOrders {
 					d.Workload = e.Obj.(model.Deployment).Workload
 				}
 			} else if e, ok := v.Get(store.Jobs, a.OwnerID); ok {
-				j := e.Obj.(model.Job)
+				j := e.Obj.(*model.Job)
 				d.Workload, d.Restore = j.Workload, j.Restore
 				if j.Checkpoint != nil {
 					d.CheckpointDir = j.Checkpoint.Path

@@ -110,7 +110,7 @@ func patch[T any](list []T, cs []entryChange[T], id func(*T) string) []T {
 	return list
 }
 
-func jobID(j *model.Job) string          { return j.ID }
+func jobID(j **model.Job) string         { return (*j).ID }
 func allocID(a *model.Allocation) string { return a.ID }
 func nodeID(n *model.Node) string        { return n.ID }
-func unfinished(j *model.Job) bool       { return !j.State.Terminal() }
+func unfinished(j **model.Job) bool      { return !(*j).State.Terminal() }

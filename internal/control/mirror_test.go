@@ -92,9 +92,11 @@ func TestLiveJobsFollowTheTable(t *testing.T) {
 			if before && v.ChangedSince(store.Jobs, live.rev, func(string) {}) {
 				incremental++
 			}
-			got = slices.Clone(live.sync(v))
+			for _, j := range live.sync(v) {
+				got = append(got, *j)
+			}
 			v.Each(store.Jobs, func(_ string, e store.Entry) {
-				if j := e.Obj.(model.Job); !j.State.Terminal() {
+				if j := *e.Obj.(*model.Job); !j.State.Terminal() {
 					want = append(want, j)
 				}
 			})
@@ -150,7 +152,7 @@ func TestPatchMergesInOrder(t *testing.T) {
 			}
 		}
 		slices.SortFunc(cs, func(a, b entryChange[model.Job]) int { return strings.Compare(a.id, b.id) })
-		got := patch(list, cs, jobID)
+		got := patch(list, cs, func(j *model.Job) string { return j.ID })
 		wantIDs := slices.Sorted(maps.Keys(want))
 		var gotIDs []string
 		for _, j := range got {

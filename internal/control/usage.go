@@ -94,8 +94,8 @@ func (c *Controller) compactJobs(ch *change) {
 				if !ok {
 					continue
 				}
-				j := e.Obj.(model.Job)
-				r := jobUsage(&j, j.FinishedAt)
+				j := e.Obj.(*model.Job)
+				r := jobUsage(j, j.FinishedAt)
 				ch.txn.Put(store.Usage, r.UsageID(), r)
 			}
 			ch.txn.Delete(store.Jobs, id)

@@ -13,7 +13,9 @@ import (
 type State struct {
 	Nodes       []model.Node
 	Allocations []model.Allocation
-	Jobs        []model.Job
+	// Jobs are shared with the caller (the control loop's copy of the
+	// table holds the same pointers): the core only reads them.
+	Jobs        []*model.Job
 	Deployments []model.Deployment
 	Quotas      []model.Quota
 	// Reservations are the previous pass's; they carry each reservation's
@@ -193,7 +195,7 @@ func (p *planner) prepare() {
 	for i := range p.s.Jobs {
 		// Pending jobs are reached through the queue; the map serves
 		// lookups from allocations, which only running jobs have.
-		if j := &p.s.Jobs[i]; j.State != model.JobPending {
+		if j := p.s.Jobs[i]; j.State != model.JobPending {
 			p.jobs[j.ID] = j
 		}
 	}
@@ -290,5 +292,14 @@ func sortedInts(m map[int][]string) []int {
 		out = append(out, k)
 	}
 	sort.Ints(out)
+	return out
+}
+
+// JobsOf is js as State.Jobs wants them: a pointer to each element.
+func JobsOf(js []model.Job) []*model.Job {
+	out := make([]*model.Job, len(js))
+	for i := range js {
+		out[i] = &js[i]
+	}
 	return out
 }

@@ -29,7 +29,7 @@ func busyState(nodes, allocsPerNode, pending int, preemptible bool) State {
 			if preemptible {
 				j.Checkpoint = &model.Checkpoint{Path: "/c", SizeBytes: 1e9}
 			}
-			s.Jobs = append(s.Jobs, j)
+			s.Jobs = append(s.Jobs, &j)
 			s.Allocations = append(s.Allocations, model.Allocation{ID: "a-" + id, NodeID: n.ID, GPUs: model.FullMask(per) << uint(a*per),
 				OwnerKind: model.OwnerTraining, OwnerID: id, Preemptible: preemptible, Borrowed: preemptible, CreatedAt: j.StartedAt})
 		}
@@ -37,7 +37,7 @@ func busyState(nodes, allocsPerNode, pending int, preemptible bool) State {
 	shapes := []model.Shape{{GPUs: 1, Topology: model.TopologyNode}, {GPUs: 2, Topology: model.TopologyNode}, {GPUs: 4, Topology: model.TopologyNode},
 		{GPUs: 8, Topology: model.TopologyNode}, {GPUs: 64, Topology: model.TopologyPod}, {GPUs: 256, Topology: model.TopologyPod}}
 	for i := 0; i < pending; i++ {
-		s.Jobs = append(s.Jobs, model.Job{ID: fmt.Sprintf("q-%d", i), Team: "t", Shape: shapes[rng.IntN(len(shapes))], Priority: rng.IntN(100),
+		s.Jobs = append(s.Jobs, &model.Job{ID: fmt.Sprintf("q-%d", i), Team: "t", Shape: shapes[rng.IntN(len(shapes))], Priority: rng.IntN(100),
 			State: model.JobPending, SubmittedAt: benchNow.Add(-time.Duration(rng.IntN(10000)) * time.Second)})
 	}
 	return s
@@ -125,7 +125,7 @@ func BenchmarkMemoryMillionJobs(b *testing.B) {
 func BenchmarkPlanHostileReplicas(b *testing.B) {
 	for _, hostile := range []bool{false, true} {
 		s := busyState(1250, 2, 1000, false)
-		s.Jobs = append(s.Jobs, model.Job{ID: "share", Team: "t", State: model.JobPending, QueuedAt: benchNow,
+		s.Jobs = append(s.Jobs, &model.Job{ID: "share", Team: "t", State: model.JobPending, QueuedAt: benchNow,
 			Shape: model.Shape{GPUs: 1, GPUMilli: 250, Topology: model.TopologyNode}})
 		if hostile {
 			s.Deployments = append(s.Deployments, model.Deployment{ID: "greedy", MinReplicas: 0, MaxReplicas: 1e9, Desired: 1e9,

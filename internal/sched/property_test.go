@@ -236,7 +236,7 @@ func TestPlanDeterministic(t *testing.T) {
 			deps = append(deps, model.Deployment{ID: fmt.Sprintf("d%d", i), ReplicaShape: model.Shape{GPUs: g, Topology: model.TopologyNode},
 				MinReplicas: 1, MaxReplicas: 4, Desired: rapid.IntRange(0, 4).Draw(t, "desired")})
 		}
-		s := State{Nodes: nodes, Jobs: jobs, Deployments: deps, Config: cfg}
+		s := State{Nodes: nodes, Jobs: JobsOf(jobs), Deployments: deps, Config: cfg}
 		now := time.Unix(1000, 0)
 		a, b := Plan(s, now), Plan(s, now)
 		if diff := cmp.Diff(a, b); diff != "" {

@@ -255,7 +255,7 @@ func (w *world) record(kind model.OwnerKind, owner string, replica int, preempti
 }
 
 func (w *world) state() sched.State {
-	return sched.State{Nodes: w.nodes, Allocations: w.allocs, Jobs: w.jobs, Deployments: w.deps, Relocations: w.relocations,
+	return sched.State{Nodes: w.nodes, Allocations: w.allocs, Jobs: sched.JobsOf(w.jobs), Deployments: w.deps, Relocations: w.relocations,
 		Quotas: w.quotas, Reservations: w.res, RecentPreemptions: w.recent, StorageBandwidth: w.bandwidth, Config: w.cfg}
 }
 

@@ -693,7 +693,7 @@ func TestPlanBindsShares(t *testing.T) {
 	for _, gpus := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d GPUs", gpus), func(t *testing.T) {
 			s := State{Nodes: shareFleet("sharing", 0, 1, gpus),
-				Jobs: []model.Job{fracJob("a", 400, 1, 0, 1), fracJob("b", 700, 1, 0, 2)}}
+				Jobs: JobsOf([]model.Job{fracJob("a", 400, 1, 0, 1), fracJob("b", 700, 1, 0, 2)})}
 			d := Plan(s, shareNow)
 			used := map[int]int{}
 			for _, b := range d.Binds {
@@ -759,7 +759,7 @@ func TestPlanShareNeverPreempts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			nodes, jobs, allocs := runningFleet()
 			s := State{Nodes: append(shareFleet("sharing", 0, 1, 2), nodes...), Allocations: allocs,
-				Jobs: append(jobs, fracJob("a", 400, 1, 100, 1), fracJob("b", 700, 1, 100, 2), tt.third)}
+				Jobs: JobsOf(append(jobs, fracJob("a", 400, 1, 100, 1), fracJob("b", 700, 1, 100, 2), tt.third))}
 			// Rank by priority alone: under the SLO tiers an 8-GPU job
 			// waits for churn rather than preempting.
 			s.Config.SLO.MaxGPUs = -1
@@ -806,7 +806,7 @@ func TestPlanShareReplicas(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := State{Nodes: append(shareFleet("sharing", 0, 1, 2), nodes...), Allocations: allocs, Jobs: jobs,
+			s := State{Nodes: append(shareFleet("sharing", 0, 1, 2), nodes...), Allocations: allocs, Jobs: JobsOf(jobs),
 				Deployments: []model.Deployment{tt.dep}}
 			d := Plan(s, shareNow)
 			if got := len(d.Preemptions) > 0; got != tt.preempt {
@@ -853,8 +853,8 @@ func TestShareMixOfState(t *testing.T) {
 
 	for _, s := range []State{
 		{},
-		{Jobs: []model.Job{whole, big}, Deployments: []model.Deployment{wholeDep}},
-		{Jobs: []model.Job{whole, done}},
+		{Jobs: JobsOf([]model.Job{whole, big}), Deployments: []model.Deployment{wholeDep}},
+		{Jobs: JobsOf([]model.Job{whole, done})},
 	} {
 		if m := shareMix(&s); m != nil {
 			t.Errorf("jobs %d deployments %d with no live share: mix %+v, want nil", len(s.Jobs), len(s.Deployments), m)
@@ -865,9 +865,9 @@ func TestShareMixOfState(t *testing.T) {
 		s    State
 		want ShareMix
 	}{
-		{"a share and a one-GPU job", State{Jobs: []model.Job{whole, big, frac, done}},
+		{"a share and a one-GPU job", State{Jobs: JobsOf([]model.Job{whole, big, frac, done})},
 			ShareMix{{GPUs: 1, GPUMilli: 300, P: 0.5}, {GPUs: 1, GPUMilli: 1000, P: 0.5}}},
-		{"replicas count by target", State{Jobs: []model.Job{whole}, Deployments: []model.Deployment{fracDep, wholeDep}},
+		{"replicas count by target", State{Jobs: JobsOf([]model.Job{whole}), Deployments: []model.Deployment{fracDep, wholeDep}},
 			ShareMix{{GPUs: 1, GPUMilli: 1000, P: 4.0 / 6}, {GPUs: 1, GPUMilli: 250, P: 2.0 / 6}}},
 	}
 	for _, tt := range tests {
@@ -1223,7 +1223,7 @@ func TestPlanNoFitCacheKnowsGPUMilli(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := State{Nodes: tt.nodes, Allocations: []model.Allocation{held}, Jobs: []model.Job{running, tt.first, tt.later}}
+			s := State{Nodes: tt.nodes, Allocations: []model.Allocation{held}, Jobs: JobsOf([]model.Job{running, tt.first, tt.later})}
 			d := Plan(s, shareNow)
 			if len(d.Binds) != 1 || d.Binds[0].OwnerID != tt.later.ID {
 				t.Fatalf("binds %+v, pending %+v: want %s placed (%s does not fit, %s does)",
@@ -1237,7 +1237,7 @@ func TestPlanNoFitCacheKnowsGPUMilli(t *testing.T) {
 // pool renamed its largest share must still be measured there.
 func TestPlanTopologyUsesTheSharingPool(t *testing.T) {
 	s := State{Nodes: shareFleet("notebooks", 0, 1, 8), Config: Config{Pools: Pools{Sharing: "notebooks"}},
-		Jobs: []model.Job{fracJob("a", 300, 1, 0, 1)}}
+		Jobs: JobsOf([]model.Job{fracJob("a", 300, 1, 0, 1)})}
 	d := Plan(s, shareNow)
 	if len(d.Binds) != 1 || d.Binds[0].Pool != "notebooks" {
 		t.Fatalf("binds %+v: want the share in notebooks", d.Binds)

@@ -24,7 +24,7 @@ func TestStarvationMeansCannotHost(t *testing.T) {
 		return State{
 			Nodes:       []model.Node{{ID: "n1", Pod: "p", Model: "H100", GPUs: 8, Health: model.HealthHealthy}},
 			Allocations: []model.Allocation{{ID: "a1", NodeID: "n1", GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining, OwnerID: "blocker", Preemptible: blockerPreemptible, CreatedAt: blocker.StartedAt}},
-			Jobs:        []model.Job{blocker, gang},
+			Jobs:        JobsOf([]model.Job{blocker, gang}),
 			// The budget is spent: the gang may not preempt this hour.
 			RecentPreemptions: []PreemptionRecord{{At: now.Add(-time.Minute), JobID: "x", GPUs: 64}},
 		}

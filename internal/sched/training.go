@@ -27,7 +27,7 @@ func (p *planner) queue() []queued {
 	}
 	q := make([]queued, 0, len(p.s.Jobs)-len(p.jobs))
 	for i := range p.s.Jobs {
-		j := &p.s.Jobs[i]
+		j := p.s.Jobs[i]
 		if j.State == model.JobPending && !running[j.ID] {
 			r := rankOf(priorityOf(j, p.now, p.cfg.Aging, true).Effective, j)
 			r.tier = sloTier(j, p.now, p.cfg.SLO, true)

@@ -108,7 +108,7 @@ func TestYieldProperties(t *testing.T) {
 func checkYield(t *rapid.T, w *world, s sched.State, d sched.Decision) {
 	jobs := map[string]*model.Job{}
 	for i := range s.Jobs {
-		jobs[s.Jobs[i].ID] = &s.Jobs[i]
+		jobs[s.Jobs[i].ID] = s.Jobs[i]
 	}
 	allocs := map[string]model.Allocation{}
 	for _, a := range s.Allocations {

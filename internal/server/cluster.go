@@ -140,7 +140,7 @@ func (s *Server) quotaUse() (map[string]int, map[string]int) {
 			if !ok {
 				return
 			}
-			j := je.Obj.(model.Job)
+			j := je.Obj.(*model.Job)
 			for _, sc := range j.Scopes() {
 				used[sc] += a.GPUs.Count()
 				if a.Borrowed {

@@ -133,12 +133,12 @@ func (s *Server) Dashboard() Dashboard {
 		}
 	}
 	pods := map[string]*DashPod{}
-	var jobs map[string]model.Job
+	var jobs map[string]*model.Job
 	var deps []model.Deployment
 	s.st.Cache().Read(func(v store.View) {
-		jobs = make(map[string]model.Job, v.Len(store.Jobs))
+		jobs = make(map[string]*model.Job, v.Len(store.Jobs))
 		v.Each(store.Jobs, func(_ string, e store.Entry) {
-			j := e.Obj.(model.Job)
+			j := e.Obj.(*model.Job)
 			jobs[j.ID] = j
 			if j.State == model.JobRunning {
 				d.Running++
@@ -210,7 +210,7 @@ func (s *Server) Dashboard() Dashboard {
 
 // queue lists what waits, in the last pass's rank order (inference
 // first), then jobs submitted since that pass.
-func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now time.Time) []QueueEntry {
+func (s *Server) queue(last *control.Snapshot, jobs map[string]*model.Job, now time.Time) []QueueEntry {
 	out := []QueueEntry{}
 	seen := map[string]bool{}
 	if last != nil {
@@ -226,7 +226,7 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 				continue
 			}
 			seen[key] = true
-			q := jobEntry(j, now)
+			q := jobEntry(*j, now)
 			q.Reason = p.Reason.Message
 			if p.Priority != nil {
 				q.Priority = p.Priority.Effective
@@ -243,7 +243,7 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 			out = append(out, q)
 		}
 	}
-	var fresh []model.Job
+	var fresh []*model.Job
 	for _, j := range jobs {
 		if j.State == model.JobPending && !seen[j.ID] {
 			fresh = append(fresh, j)
@@ -251,7 +251,7 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]model.Job, now ti
 	}
 	sort.Slice(fresh, func(a, b int) bool { return fresh[a].SubmittedAt.Before(fresh[b].SubmittedAt) })
 	for _, j := range fresh {
-		q := jobEntry(j, now)
+		q := jobEntry(*j, now)
 		q.Reason = "waiting for the next scheduling pass"
 		out = append(out, q)
 	}

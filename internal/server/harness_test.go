@@ -428,7 +428,7 @@ func (c *cluster) tableState() map[string]string {
 	out := map[string]string{}
 	c.instance().Store.Cache().Read(func(v store.View) {
 		v.Each(store.Jobs, func(id string, e store.Entry) {
-			j := e.Obj.(model.Job)
+			j := *e.Obj.(*model.Job)
 			out["job/"+id] = fmt.Sprintf("team=%s state=%s prio=%d", j.Team, j.State, j.Priority)
 		})
 		v.Each(store.Deployments, func(id string, e store.Entry) {

@@ -168,7 +168,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		})
 		v.Each(store.Jobs, func(_ string, e store.Entry) {
-			j := e.Obj.(model.Job)
+			j := e.Obj.(*model.Job)
 			if j.State != model.JobPending {
 				return
 			}

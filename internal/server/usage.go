@@ -53,7 +53,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 					l.org, l.team = model.TeamOf(d.Obj.(model.Deployment).Team)
 				}
 			} else if j, ok := v.Get(store.Jobs, a.OwnerID); ok {
-				jb := j.Obj.(model.Job)
+				jb := j.Obj.(*model.Job)
 				l.org, l.team, l.user = jb.Org, jb.Team, jb.User
 			}
 			running = append(running, l)

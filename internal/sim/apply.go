@@ -90,7 +90,6 @@ func (r *run) bind(b sched.Bind) {
 		j.waited += r.now - j.queuedSince
 	}
 	j.job.State, j.job.StartedAt, j.job.LastCheckpointAt = model.JobRunning, now, now
-	r.sync(j)
 	j.allocs, j.runStart, j.stretch, j.gpus = ids, r.now, 1, 0
 	for _, pt := range b.Parts {
 		j.gpus += pt.GPUs.Count()
@@ -270,7 +269,6 @@ func (r *run) exit(j *jobRun, clean bool) {
 	j.job.PreemptCount++
 	j.queuedSince = r.now
 	r.pending++
-	r.sync(j)
 	if r.shortGPUs > shortEpsilon {
 		r.dirty = true // its GPUs may be what an inference replica waits for
 	} else {

@@ -133,7 +133,7 @@ func (b *baseline) Plan(v *View, now time.Time) sched.Decision {
 	}
 	var queue []*model.Job
 	for i := range s.Jobs {
-		if j := &s.Jobs[i]; j.State == model.JobPending && !running[j.ID] {
+		if j := s.Jobs[i]; j.State == model.JobPending && !running[j.ID] {
 			queue = append(queue, j)
 		}
 	}

@@ -100,10 +100,11 @@ type run struct {
 	upcoming JobSpec // the next arrival, already scheduled
 	arrived  int
 	pending  int // jobs waiting to be placed
-	// stateJobs is the Jobs of the State handed to the policy, kept up to
-	// date in place (slot: arrival number → position) instead of rebuilt
-	// every pass.
-	stateJobs []model.Job
+	// stateJobs is the Jobs of the State handed to the policy: pointers
+	// to the live jobs' own records (slot: arrival number → position),
+	// so a change to a job shows without a copy and nothing is rebuilt
+	// each pass.
+	stateJobs []*model.Job
 	slot      map[int]int
 	svcs      []*svcRun
 
@@ -389,15 +390,13 @@ func (r *run) arrive(idx int) {
 	}
 	r.jobs[idx], r.byID[s.ID] = j, idx
 	r.slot[idx] = len(r.stateJobs)
-	r.stateJobs = append(r.stateJobs, j.job)
+	r.stateJobs = append(r.stateJobs, &j.job)
 	r.arrived++
 	r.pending++
 	r.m.JobsSubmitted++
 	r.pull()
 }
 
-// sync copies a job's state into the State the policy reads.
-func (r *run) sync(j *jobRun) { r.stateJobs[r.slot[j.idx]] = j.job }
 
 // drop forgets a finished job.
 func (r *run) drop(j *jobRun) {

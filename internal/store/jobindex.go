@@ -176,7 +176,7 @@ func (v View) JobsAfter(after *JobCursor, f JobFilter, fn func(model.Job) bool) 
 		if !ok {
 			return true
 		}
-		return fn(e.Obj.(model.Job))
+		return fn(*e.Obj.(*model.Job))
 	}
 	if after == nil {
 		v.c.jobs.all.Scan(visit)

@@ -91,7 +91,7 @@ func checkIndex(t *testing.T, s *store.Store, when string) {
 	t.Helper()
 	s.Cache().Read(func(v store.View) {
 		var all []model.Job
-		v.Each(store.Jobs, func(_ string, e store.Entry) { all = append(all, e.Obj.(model.Job)) })
+		v.Each(store.Jobs, func(_ string, e store.Entry) { all = append(all, *e.Obj.(*model.Job)) })
 		slices.SortFunc(all, func(a, b model.Job) int {
 			if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
 				return c
