@@ -397,7 +397,6 @@ func (r *run) arrive(idx int) {
 	r.pull()
 }
 
-
 // drop forgets a finished job.
 func (r *run) drop(j *jobRun) {
 	at, last := r.slot[j.idx], len(r.stateJobs)-1
