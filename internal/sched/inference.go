@@ -127,8 +127,9 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 					p.preempt(r.victims, key)
 					res := p.claim(d.ID, model.OwnerInference, next, d.Priority, r)
 					reps[next] = nil
+					wait := waitReason(res, r)
 					p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Missing: 1,
-						Reason: waitReason(res, r)})
+						Reason: &wait})
 					continue
 				case throttled:
 					// The reason and the page say the same numbers: both
@@ -141,7 +142,7 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 			}
 		}
 		failed[d.ID] = true
-		p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Missing: upTo - len(reps), Reason: *why})
+		p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerInference, OwnerID: d.ID, Replica: next, Missing: upTo - len(reps), Reason: why})
 		p.noteBlocked(req, why)
 	}
 }

@@ -54,12 +54,15 @@ type Stop struct {
 // Pending is a request left unplaced this pass, with why. For a deployment
 // it covers Missing replicas starting at Replica.
 type Pending struct {
-	Kind     model.OwnerKind `json:"kind"`
-	OwnerID  string          `json:"owner_id"`
-	Replica  int             `json:"replica,omitempty"`
-	Missing  int             `json:"missing,omitempty"`
-	Reason   Reason          `json:"reason"`
-	Priority *Priority       `json:"priority,omitempty"`
+	Kind    model.OwnerKind `json:"kind"`
+	OwnerID string          `json:"owner_id"`
+	Replica int             `json:"replica,omitempty"`
+	Missing int             `json:"missing,omitempty"`
+	// Reason may be shared by the entries of jobs that wait for the same
+	// thing (one placement failure said once, not a copy per job: at 1M
+	// pending, half of each entry's size); nothing may modify it.
+	Reason   *Reason   `json:"reason"`
+	Priority *Priority `json:"priority,omitempty"`
 }
 
 // Decision is everything one pass decided, as data. Applying it is the
@@ -149,10 +152,11 @@ type planner struct {
 	// noBackfill: index change count at which no reservation could take
 	// this shape as backfill.
 	noBackfill map[shapeID]noBackfill
-	late       []lateJob  // jobs waiting past StarvationAfter
-	byNode     [][]int    // allocations per node, built on first use
-	holds      int        // jobs that held free GPUs this pass
-	prios      []Priority // backing store for Pending.Priority
+	late       []lateJob     // jobs waiting past StarvationAfter
+	byNode     [][]int       // allocations per node, built on first use
+	holds      int           // jobs that held free GPUs this pass
+	req        model.Request // training's request being decided
+	prios      []Priority    // backing store for Pending.Priority
 }
 
 type lateJob struct {

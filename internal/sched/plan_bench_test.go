@@ -46,7 +46,7 @@ func busyState(nodes, allocsPerNode, pending int, preemptible bool) State {
 // BenchmarkPlanPending is one full Plan pass over a full 12,500-node fleet
 // with N pending jobs that mostly cannot run.
 func BenchmarkPlanPending(b *testing.B) {
-	for _, n := range []int{1000, 10000, 100000} {
+	for _, n := range []int{1000, 10000, 100000, 1000000} {
 		s := busyState(12500, 2, n, false)
 		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

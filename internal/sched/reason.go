@@ -36,6 +36,18 @@ type Reason struct {
 
 func (r *Reason) Error() string { return r.Message }
 
+// plus is a copy of r with more said: the constraint, when given,
+// replaced, and suffix added to the message. r itself may be shared by
+// many pending entries and is left as it is.
+func (r *Reason) plus(constraint, suffix string) *Reason {
+	c := *r
+	if constraint != "" {
+		c.Constraint = constraint
+	}
+	c.Message += suffix
+	return &c
+}
+
 // explain builds the reason a request found no placement.
 func (ix *Index) explain(req *model.Request, routes []route, pools Pools) *Reason {
 	k := req.GPUs

@@ -28,21 +28,14 @@ func (p *planner) queue() []queued {
 	q := make([]queued, 0, len(p.s.Jobs)-len(p.jobs))
 	for i := range p.s.Jobs {
 		j := p.s.Jobs[i]
-		if j.State == model.JobPending && !running[j.ID] {
+		// running is almost always empty: no hash of every id then.
+		if j.State == model.JobPending && (len(running) == 0 || !running[j.ID]) {
 			r := rankOf(priorityOf(j, p.now, p.cfg.Aging, true).Effective, j)
 			r.tier = sloTier(j, p.now, p.cfg.SLO, true)
 			q = append(q, queued{j, r})
 		}
 	}
-	slices.SortFunc(q, func(a, b queued) int {
-		switch {
-		case a.rank.above(b.rank):
-			return -1
-		case b.rank.above(a.rank):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(q, func(a, b queued) int { return a.rank.compare(b.rank) })
 	return q
 }
 
@@ -60,17 +53,20 @@ func (p *planner) training() {
 		// The effective priority is in the rank; the parts follow from it.
 		prio := Priority{Base: j.Priority, Preemptions: j.PreemptCount * p.cfg.Aging.PerPreemption, Effective: qj.rank.prio}
 		prio.Waiting = prio.Effective - prio.Base - prio.Preemptions
-		req := j.Request()
+		// One Request reused for every job: a fresh one escapes (the
+		// placer keeps it) and cost an allocation per pending job a pass.
+		p.req = j.Request()
+		req := &p.req
 		borrowed, why := p.quota.admit(j, req.GPUs)
 		if why != nil {
-			p.pend(j, *why, prio)
+			p.pend(j, why, prio)
 			continue
 		}
-		key := shapeKey(&req)
+		key := shapeKey(req)
 		var pl Placement
 		if c, ok := p.noFit[key]; ok && c.changes == p.ix.changes {
 			why = c.why
-		} else if pl, why = p.ix.place(&req, p.cfg.Pools, placeOpts{}); why != nil {
+		} else if pl, why = p.ix.place(req, p.cfg.Pools, placeOpts{}); why != nil {
 			p.noFit[key] = noFit{why, p.ix.changes}
 		}
 		if why == nil {
@@ -82,7 +78,7 @@ func (p *planner) training() {
 		if req.Fraction() {
 			// A share waits for one to free up: it neither backfills,
 			// preempts nor holds (the long tail does not make room).
-			p.pend(j, *why, prio)
+			p.pend(j, why, prio)
 			continue
 		}
 		if b, ok := p.backfill(j); ok {
@@ -91,34 +87,35 @@ func (p *planner) training() {
 			continue
 		}
 		if why.Code == ReasonInfeasible {
-			p.pend(j, *why, prio)
+			p.pend(j, why, prio)
 			continue
 		}
-		reason := *why
-		if r, msg := p.room(qj, &req, key, preempting); r != nil {
-			p.pend(j, r.reason, prio)
+		// The reason is shared with every job that failed the same way
+		// (the noFit cache) until this job's own words are added.
+		reason := why
+		if r, msg := p.room(qj, req, key, preempting); r != nil {
+			p.pend(j, &r.reason, prio)
 			continue
 		} else if msg != "" {
 			preempting = false
-			reason.Constraint = "preemption"
-			reason.Message += "; " + msg
+			reason = reason.plus("preemption", "; "+msg)
 		} else if p.budget.degraded && qj.rank.tier == tierScheduled {
 			// Work that would preempt, but R3's guard stops it: say so.
-			reason.Constraint = "preemption"
-			reason.Message += "; " + p.storageStopped()
+			reason = reason.plus("preemption", "; "+p.storageStopped())
 		}
 		// Below the reservation depth a job waits without holding.
 		res := p.holdFreeWithin(j, prio.Effective)
 		if res != nil {
 			p.holds++
-			reason.Message += fmt.Sprintf("; holding %d of %d GPUs at %s", res.HeldGPUs(), req.GPUs, res.At)
+			msg := fmt.Sprintf("; holding %d of %d GPUs at %s", res.HeldGPUs(), req.GPUs, res.At)
 			if !res.ETA.IsZero() {
-				reason.Message += fmt.Sprintf(", full by %s without preemption", res.ETA.UTC().Format("2006-01-02 15:04"))
+				msg += fmt.Sprintf(", full by %s without preemption", res.ETA.UTC().Format("2006-01-02 15:04"))
 			}
+			reason = reason.plus("", msg)
 		}
 		p.pend(j, reason, prio)
-		p.noteBlocked(req, why)
-		if p.starving(qj, &req, res) {
+		p.noteBlocked(*req, why)
+		if p.starving(qj, req, res) {
 			p.late = append(p.late, lateJob{j, len(p.d.Pending) - 1})
 		}
 	}
@@ -228,7 +225,7 @@ func (p *planner) holdFreeWithin(j *model.Job, rank int) *Reservation {
 
 func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }
 
-func (p *planner) pend(j *model.Job, why Reason, prio Priority) {
+func (p *planner) pend(j *model.Job, why *Reason, prio Priority) {
 	p.prios = append(p.prios, prio) // one allocation for all, not one each
 	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: why, Priority: &p.prios[len(p.prios)-1]})
 }

@@ -217,7 +217,7 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]*model.Job, now t
 		for _, p := range last.Decision.Pending {
 			key := p.OwnerID
 			if p.Kind == model.OwnerInference {
-				q := QueueEntry{ID: p.OwnerID, Kind: string(p.Kind), Replicas: max(p.Missing, 1), Reason: s.inferenceReason(p.OwnerID, &p.Reason)}
+				q := QueueEntry{ID: p.OwnerID, Kind: string(p.Kind), Replicas: max(p.Missing, 1), Reason: s.inferenceReason(p.OwnerID, p.Reason)}
 				out = append(out, q)
 				continue
 			}

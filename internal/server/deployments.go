@@ -43,8 +43,8 @@ func (s *Server) deploymentView(d model.Deployment) api.Deployment {
 	v.Standby = max(0, v.Actual-v.Target)
 	if last := s.ctl.Last(); last != nil {
 		if p, ok := last.Pending[d.ID]; ok && v.Actual < v.Target {
-			v.Pending = reasonView(&p.Reason)
-			v.Pending.Message = s.inferenceReason(d.ID, &p.Reason)
+			v.Pending = reasonView(p.Reason)
+			v.Pending.Message = s.inferenceReason(d.ID, p.Reason)
 		}
 	}
 	return v

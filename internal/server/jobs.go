@@ -123,7 +123,7 @@ func (s *Server) jobView(j model.Job) api.Job {
 	if j.State == model.JobPending {
 		if last := s.ctl.Last(); last != nil {
 			if p, ok := last.Pending[j.ID]; ok {
-				v.PendingReason = reasonView(&p.Reason)
+				v.PendingReason = reasonView(p.Reason)
 				if p.Priority != nil {
 					pr := api.Priority(*p.Priority)
 					v.EffectivePrio = &pr
@@ -239,7 +239,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 			}
 			if j.State == model.JobPending && snap != nil {
 				if p, ok := snap.Pending[j.ID]; ok {
-					v.PendingReason = reasonView(&p.Reason)
+					v.PendingReason = reasonView(p.Reason)
 				}
 			}
 			v.History = nil // the list stays small; GET /v1/jobs/{id} has it
