@@ -84,7 +84,7 @@ server you started for the purpose (it submits jobs and registers nodes):
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%-28s %.0f/s sustained (%d sent, %d failed or dropped, %s)\n", "heartbeats", r.Rate(), r.Sent, r.Failed, r.Duration.Round(time.Millisecond))
+			fmt.Fprintf(out, "%-28s %.0f/s sustained (%d sent, %d failed, %d not sent with every sender busy, %s)\n", "heartbeats", r.Rate(), r.Sent, r.Failed, r.Dropped, r.Duration.Round(time.Millisecond))
 			loadgen.Report(out, "heartbeat round trip", r.Latency)
 			loadgen.Report(out, "heartbeat-to-decision lag", r.Lag)
 			return nil

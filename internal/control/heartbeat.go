@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -41,6 +42,9 @@ func (c *Controller) Heartbeat(ctx context.Context, rep model.NodeReport) (model
 		if !errors.Is(err, store.ErrConflict) || attempt == 8 {
 			return model.NodeOrders{}, err
 		}
+		// Out of step with whatever keeps writing the same objects (a
+		// pass binding onto this node): a short, growing, jittered wait.
+		time.Sleep(time.Duration(attempt+1) * time.Duration(1+rand.IntN(4)) * time.Millisecond)
 	}
 	if m := c.cfg.Metrics; m != nil {
 		m.HeartbeatLag(time.Since(t0))

@@ -14,8 +14,12 @@ import (
 
 // HeartbeatResult is what a sustained heartbeat run measured.
 type HeartbeatResult struct {
-	Sent     int64
+	Sent int64
+	// Failed counts heartbeats the server answered with an error (or not
+	// at all); Dropped, those never sent because every sender was busy:
+	// the load generator's limit, not the server's answer.
 	Failed   int64
+	Dropped  int64
 	Duration time.Duration
 	// Latency is each heartbeat's round trip.
 	Latency Latencies
@@ -76,7 +80,7 @@ loop:
 				select {
 				case work <- i % n:
 				default:
-					atomic.AddInt64(&res.Failed, 1) // the senders cannot keep up
+					atomic.AddInt64(&res.Dropped, 1) // the senders cannot keep up
 				}
 				i++
 			}

@@ -3,8 +3,10 @@ package loadgen
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -51,7 +53,7 @@ func Register(ctx context.Context, c *client.Client, n, perPod, workers int) err
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				if _, err := c.Heartbeat(ctx, nodeReport(i, perPod)); err != nil {
+				if err := registerOne(ctx, c, nodeReport(i, perPod)); err != nil {
 					errs <- err
 					return
 				}
@@ -61,6 +63,23 @@ func Register(ctx context.Context, c *client.Client, n, perPod, workers int) err
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// registerOne sends a node's first heartbeat, retrying a busy leader's
+// 503 the way an agent does at its next interval, a few times.
+func registerOne(ctx context.Context, c *client.Client, hb api.Heartbeat) error {
+	for attempt := 0; ; attempt++ {
+		_, err := c.Heartbeat(ctx, hb)
+		var se *client.StatusError
+		if err == nil || attempt == 4 || !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func nodeReport(i, perPod int) api.Heartbeat {

@@ -43,8 +43,8 @@ func TestAgainstRealServer(t *testing.T) {
 		t.Fatalf("submit: %v %v", s, err)
 	}
 	h, err := loadgen.Heartbeats(ctx, c, 4, 2, 200*time.Millisecond, 3*time.Second, 4)
-	if err != nil || h.Sent < 20 || h.Failed != 0 {
-		t.Fatalf("heartbeats: sent %d failed %d: %v", h.Sent, h.Failed, err)
+	if err != nil || h.Sent < 20 || h.Failed != 0 || h.Dropped != 0 {
+		t.Fatalf("heartbeats: sent %d failed %d dropped %d: %v", h.Sent, h.Failed, h.Dropped, err)
 	}
 	if h.Lag.N == 0 {
 		t.Fatal("no lag probe completed")

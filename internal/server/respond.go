@@ -60,6 +60,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, body = http.StatusNotFound, api.Error{Code: "not_found", Message: "not found: " + api.Escape(r.URL.Path)}
 	case store.Unavailable(err):
 		status, body = http.StatusServiceUnavailable, *unavailable(err).(*api.Error)
+	case errors.Is(err, store.ErrConflict):
+		// The table kept changing under the write through every retry: a
+		// busy leader, not a broken request. Say when to come back.
+		w.Header().Set("Retry-After", "1")
+		status, body = http.StatusServiceUnavailable, api.Error{Code: "unavailable",
+			Message: "the table kept changing under this write (the leader is busy); retry in a second"}
 	case errors.Is(err, control.ErrNotLeader), errors.Is(err, store.ErrFenced):
 		status, body = http.StatusServiceUnavailable, api.Error{Code: "not_leader",
 			Message: "this server is not the leader; retry against the leader", Leader: s.leaderHint(r)}
