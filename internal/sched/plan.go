@@ -135,6 +135,7 @@ type planner struct {
 	quota        *quotaBook
 	cands        []*victim       // preemption candidates, in preemption order
 	backfilled   map[string]bool // reservations with backfill running inside
+	held         map[string]bool // owners of allocations that are not known non-pending jobs
 	reclaim      map[*podState]int
 	stopping     []model.Allocation
 	budget       budget
@@ -220,6 +221,16 @@ func (p *planner) prepare() {
 		}
 		if j := p.jobs[a.OwnerID]; j != nil {
 			p.quota.add(j, a.GPUs.Count(), a.Borrowed || a.OwnerKind == model.OwnerBackfill)
+		} else {
+			// Pending jobs that still hold allocations (a requeue whose
+			// stop has not finished) wait for them: only owners outside
+			// p.jobs (the jobs not pending) can be one, so the set stays
+			// small at 100k running, and one lookup an allocation serves
+			// both.
+			if p.held == nil {
+				p.held = map[string]bool{}
+			}
+			p.held[a.OwnerID] = true
 		}
 		if a.OwnerKind == model.OwnerBackfill && a.Reservation != "" {
 			p.backfilled[a.Reservation] = true

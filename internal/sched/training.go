@@ -16,15 +16,9 @@ type queued struct {
 
 // queue lists pending training jobs in rank order (R2's total order).
 func (p *planner) queue() []queued {
-	// Pending jobs that still hold allocations (a requeue whose stop has
-	// not finished) wait for them. Only owners outside p.jobs (the jobs
-	// not pending) can be one: the set stays small at 100k running.
-	running := map[string]bool{}
-	for _, a := range p.s.Allocations {
-		if a.OwnerKind != model.OwnerInference && p.jobs[a.OwnerID] == nil {
-			running[a.OwnerID] = true
-		}
-	}
+	// Pending jobs still holding allocations wait for them (p.held,
+	// from prepare).
+	running := p.held
 	q := make([]queued, 0, len(p.s.Jobs)-len(p.jobs))
 	for i := range p.s.Jobs {
 		j := p.s.Jobs[i]
