@@ -67,8 +67,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, body = http.StatusServiceUnavailable, api.Error{Code: "unavailable",
 			Message: "the table kept changing under this write (the leader is busy); retry in a second"}
 	case errors.Is(err, control.ErrNotLeader), errors.Is(err, store.ErrFenced):
+		leader, lerr := s.askLeader(r)
 		status, body = http.StatusServiceUnavailable, api.Error{Code: "not_leader",
-			Message: "this server is not the leader; retry against the leader", Leader: s.leaderHint(r)}
+			Message: "this server is not the leader; retry against the leader", Leader: leader}
+		if store.Unavailable(lerr) {
+			// No leader can be found because etcd itself does not
+			// answer (a lost quorum): say that, not "ask the leader".
+			body = *unavailable(lerr).(*api.Error)
+		}
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

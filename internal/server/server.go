@@ -304,10 +304,16 @@ func (s *Server) leader(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) leaderHint(r *http.Request) string {
+	l, _ := s.askLeader(r)
+	return l
+}
+
+// askLeader asks etcd who leads, waiting at most a second.
+func (s *Server) askLeader(r *http.Request) (string, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	l, _, _ := s.st.Leader(ctx)
-	return l
+	l, _, err := s.st.Leader(ctx)
+	return l, err
 }
 
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
