@@ -77,12 +77,22 @@ type cluster struct {
 // other test's ":0" listener lands) that is free right now. A server
 // process binds it later, so a collision is still possible; newCluster
 // starts over when a member fails to come up.
+// handedOut holds every port freePort returned in this process: a port is
+// closed again between the check and its server's bind, so without it
+// two members of one cluster could draw the same one (seen once in CI as
+// "bind: address already in use").
+var handedOut sync.Map
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	for range 100 {
 		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if _, dup := handedOut.Load(addr); dup {
+			continue
+		}
 		if ln, err := net.Listen("tcp", addr); err == nil {
 			ln.Close()
+			handedOut.Store(addr, true)
 			return addr
 		}
 	}
@@ -196,6 +206,8 @@ func (c *cluster) start(m *member, initial string) {
 		"--etcd-client-url", "http://"+m.client, "--etcd-peer-url", "http://"+m.peer, "--initial-cluster", initial,
 		"--election-ttl", ttl.String(), "--heartbeat-interval", "200ms", "--lost-after", "30s", "--log-json")
 	m.cmd.Stdout, m.cmd.Stderr = log, log
+	// Killed with the test process, however it ends.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,15 +68,20 @@ func etcdCluster(t *testing.T) ([]func(), []string) {
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	// Every member that started is closed at cleanup, before the
+	// temporary directory goes, even when another failed: an etcd left
+	// running on a removed directory logs a fatal error, and its logger
+	// exits the whole test process (taking every other test's cleanup,
+	// and the servers they started, with it).
 	var closers []func()
 	for _, e := range members {
 		var once sync.Once
 		stop := func() { once.Do(e.Close) }
 		closers = append(closers, stop)
 		t.Cleanup(stop)
+	}
+	for err := range errs {
+		t.Fatal(err)
 	}
 	var endpoints []string
 	for _, u := range us {
@@ -99,6 +105,8 @@ func TestExternalEtcd(t *testing.T) {
 		m.cmd = exec.Command(berth, "server", "--listen", m.api, "--data-dir", m.dir, "--etcd-endpoints", strings.Join(endpoints, ","),
 			"--election-ttl", ttl.String(), "--heartbeat-interval", "200ms")
 		m.cmd.Stdout, m.cmd.Stderr = log, log
+		// Killed with the test process, however it ends.
+		m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := m.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

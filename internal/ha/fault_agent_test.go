@@ -91,6 +91,8 @@ func (c *cluster) startAgent(id, dir, boot string) *agentProc {
 	p.cmd = exec.Command(berth, args...)
 	p.cmd.Env = append(os.Environ(), "BERTH_TOKEN="+p.token)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
+	// Killed with the test process, however it ends.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
