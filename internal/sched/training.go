@@ -16,14 +16,13 @@ type queued struct {
 
 // queue lists pending training jobs in rank order (R2's total order).
 func (p *planner) queue() []queued {
-	// Pending jobs still holding allocations wait for them (p.held,
-	// from prepare).
-	running := p.held
 	q := make([]queued, 0, len(p.s.Jobs)-len(p.jobs))
 	for i := range p.s.Jobs {
 		j := p.s.Jobs[i]
-		// running is almost always empty: no hash of every id then.
-		if j.State == model.JobPending && (len(running) == 0 || !running[j.ID]) {
+		// Pending jobs still holding allocations (p.held, from prepare)
+		// wait for them. The set is almost always empty: no hash of every
+		// id then.
+		if j.State == model.JobPending && (len(p.held) == 0 || !p.held[j.ID]) {
 			r := rankOf(priorityOf(j, p.now, p.cfg.Aging, true).Effective, j)
 			r.tier = sloTier(j, p.now, p.cfg.SLO, true)
 			q = append(q, queued{j, r})

@@ -226,7 +226,7 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]*model.Job, now t
 				continue
 			}
 			seen[key] = true
-			q := jobEntry(*j, now)
+			q := jobEntry(j, now)
 			q.Reason = p.Reason.Message
 			if p.Priority != nil {
 				q.Priority = p.Priority.Effective
@@ -251,14 +251,14 @@ func (s *Server) queue(last *control.Snapshot, jobs map[string]*model.Job, now t
 	}
 	sort.Slice(fresh, func(a, b int) bool { return fresh[a].SubmittedAt.Before(fresh[b].SubmittedAt) })
 	for _, j := range fresh {
-		q := jobEntry(*j, now)
+		q := jobEntry(j, now)
 		q.Reason = "waiting for the next scheduling pass"
 		out = append(out, q)
 	}
 	return out
 }
 
-func jobEntry(j model.Job, now time.Time) QueueEntry {
+func jobEntry(j *model.Job, now time.Time) QueueEntry {
 	return QueueEntry{ID: j.ID, Kind: "training", Name: j.Name, Org: j.Org, Team: j.Team, GPUs: j.Shape.GPUs, Topology: string(j.Shape.Topology),
 		Priority: j.Priority, Submitted: j.SubmittedAt, Waiting: now.Sub(j.Queued()).Round(time.Second).String()}
 }

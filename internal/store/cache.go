@@ -22,9 +22,10 @@ type Entry struct {
 	Value     []byte
 	ModRev    int64
 	CreateRev int64
-	// Obj is the decoded value for the model kinds (model.Node, model.Job,
+	// Obj is the decoded value for the model kinds (model.Node, *model.Job,
 	// model.Deployment, model.Allocation, model.Quota, model.UsageRecord,
-	// model.Sample); nil otherwise.
+	// model.Sample); nil otherwise. A job is a pointer shared with the
+	// control loop: never modify it.
 	Obj any
 }
 
