@@ -283,6 +283,7 @@ func (a *Agent) server(hint string) int {
 	}
 	a.cfg.Servers = append(a.cfg.Servers, hint)
 	a.clients = append(a.clients, client.New(hint, a.cfg.Token))
+	a.log.Info("learned of a server to fail over to", "server", hint)
 	return len(a.clients) - 1
 }
 

@@ -160,17 +160,7 @@ func tryCluster(t *testing.T) (*cluster, error) {
 		}
 		if t.Failed() {
 			for _, m := range c.members {
-				b, _ := os.ReadFile(filepath.Join(m.dir, "server.log"))
-				var lines []string
-				for _, l := range strings.Split(string(b), "\n") {
-					if !strings.Contains(l, `"msg":"audit"`) {
-						lines = append(lines, l)
-					}
-				}
-				if len(lines) > 30 {
-					lines = lines[len(lines)-30:]
-				}
-				t.Logf("--- %s log tail ---\n%s", m.name, strings.Join(lines, "\n"))
+				t.Logf("--- %s log tail ---\n%s", m.name, tail(filepath.Join(m.dir, "server.log"), 30))
 			}
 		}
 	})

@@ -102,8 +102,29 @@ func (c *cluster) startAgent(id, dir, boot string) *agentProc {
 		log.Close()
 		close(p.done)
 	}()
-	c.t.Cleanup(func() { p.kill() })
+	logPath := log.Name()
+	c.t.Cleanup(func() {
+		p.kill()
+		if c.t.Failed() {
+			c.t.Logf("--- agent %s log tail ---\n%s", id, tail(logPath, 30))
+		}
+	})
 	return p
+}
+
+// tail is the last n lines of a log file, audit lines left out.
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, `"msg":"audit"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // kill is kill -9 of the agent alone; what it ran is left as it is.

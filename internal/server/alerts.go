@@ -125,7 +125,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 // heartbeat carries it.
 func (s *Server) candidates(ctx context.Context) []string {
 	s.candMu.Lock()
-	cand, stale := s.cand, time.Since(s.candAt) > 5*time.Second && !s.candBusy
+	cand, stale, gen := s.cand, time.Since(s.candAt) > 5*time.Second && !s.candBusy, s.candGen
 	if stale {
 		s.candBusy = true // one heartbeat refreshes; the others answer with the last list
 	}
@@ -141,6 +141,21 @@ func (s *Server) candidates(ctx context.Context) []string {
 	s.candBusy = false
 	if err == nil {
 		s.cand, s.candAt = c, time.Now()
+		if s.candGen != gen {
+			s.candAt = time.Time{} // changed while read: read again
+		}
 	}
 	return s.cand
+}
+
+// watchCandidates makes the next heartbeat reread the candidates whenever
+// a server joins or leaves the election, rather than up to five seconds
+// later: until then an agent told of one server knows no other.
+func (s *Server) watchCandidates(ctx context.Context) {
+	for range s.st.CandidatesChanged(ctx) {
+		s.candMu.Lock()
+		s.candGen++
+		s.candAt = time.Time{}
+		s.candMu.Unlock()
+	}
 }

@@ -112,6 +112,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		in.done <- err
 	}()
 	go srv.watchDisk(ictx)
+	go srv.watchCandidates(ictx)
 	go func() { in.done <- srv.Lead(ictx, cfg.ElectionTTL, cfg.Bootstrap) }()
 	if cfg.Ready != nil {
 		cfg.Ready(addr)

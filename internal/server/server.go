@@ -35,6 +35,7 @@ type Server struct {
 	cand     []string
 	candAt   time.Time
 	candBusy bool
+	candGen  uint64 // bumped by watchCandidates on every change
 	// principals caches decoded tokens by hash (see authenticate).
 	principals sync.Map
 	logs       *logHub

@@ -229,6 +229,41 @@ func (s *Store) Candidates(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// CandidatesChanged signals (coalesced) each time the set of servers
+// campaigning may have changed, until ctx ends. A heartbeat tells agents
+// every server it may fail over to; a list cached from before the last
+// server joined would leave an agent that knew one server alone with it.
+// The watch restarts after an error, and signals then too: what happened
+// in between is unknown.
+func (s *Store) CandidatesChanged(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		defer close(out)
+		for ctx.Err() == nil {
+			for resp := range s.cli.Watch(ctx, s.prefix+electionDir+"/", clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
+				if resp.Err() != nil {
+					break
+				}
+				if len(resp.Events) > 0 || resp.Created {
+					signal() // Created: anything before the watch began is unseen
+				}
+			}
+			signal()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return out
+}
+
 // Leader reports who leads now (empty if nobody) and its fence.
 func (s *Store) Leader(ctx context.Context) (string, int64, error) {
 	resp, err := s.cli.Get(ctx, s.prefix+electionDir, clientv3.WithFirstCreate()...)

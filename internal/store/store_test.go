@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,5 +121,43 @@ func TestUnchangedCondition(t *testing.T) {
 	_, err = w.Commit(ctx, w.Txn().Unchanged(store.Nodes, "n1", rev).Put(store.Allocations, "a1", model.Allocation{ID: "a1", NodeID: "n1"}))
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("write based on a stale read: %v, want ErrConflict", err)
+	}
+}
+
+// TestCandidatesChanged: a server joining the election is signalled, so
+// heartbeats can name it at once rather than after the list's cache ages.
+func TestCandidatesChanged(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := open(t, t.TempDir())
+	defer s.Close()
+	l, err := s.Campaign(ctx, "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(context.Background())
+	ch := s.CandidatesChanged(ctx)
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no signal %s within 10 s", what)
+		}
+	}
+	wait("once the watch began")
+	select {
+	case <-ch:
+		t.Fatal("signalled with nothing changed")
+	case <-time.After(300 * time.Millisecond):
+	}
+	// b waits in line behind a: Campaign returns only once b leads.
+	bctx, bstop := context.WithCancel(ctx)
+	defer bstop()
+	go s.Campaign(bctx, "b", time.Second)
+	wait("when b campaigned")
+	got, err := s.Candidates(ctx)
+	if err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("candidates after the signal: %v %v, want [a b]", got, err)
 	}
 }
