@@ -25,7 +25,8 @@ type Config struct {
 	MassLossFraction float64
 	MassLossMin      int
 	// Tick re-runs the loop without a table change (deadlines, liveness);
-	// default 1 s.
+	// default 1 s. A pass longer than a quarter tick stretches it to four
+	// passes (idleWait).
 	Tick time.Duration
 	// StopGrace is the deadline for stops that are not preemptions
 	// (scale-down, relocation, cancel of non-preemptible work); default 30 s.

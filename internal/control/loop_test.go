@@ -240,3 +240,23 @@ func TestStopDeadlineTurnsIntoKill(t *testing.T) {
 		t.Errorf("preempted job after the kill: preemptions %d, history %+v", j.PreemptCount, j.History)
 	}
 }
+
+// TestIdleWaitPacesSlowPasses: with nothing changing, a loop whose pass is
+// short passes every tick, and one whose pass is long spends at most a
+// fifth of its time passing.
+func TestIdleWaitPacesSlowPasses(t *testing.T) {
+	for _, c := range []struct{ tick, pass, want time.Duration }{
+		{time.Second, 100 * time.Millisecond, time.Second},
+		{time.Second, 250 * time.Millisecond, time.Second},
+		{time.Second, 1200 * time.Millisecond, 4800 * time.Millisecond},
+		{50 * time.Millisecond, 20 * time.Millisecond, 80 * time.Millisecond},
+	} {
+		got := idleWait(c.tick, c.pass)
+		if got != c.want {
+			t.Errorf("idleWait(%v, %v) = %v, want %v", c.tick, c.pass, got, c.want)
+		}
+		if share := float64(c.pass) / float64(c.pass+got); share > 0.2 && c.pass > c.tick/4 {
+			t.Errorf("a %v pass every %v is %.0f%% of a core", c.pass, got, 100*share)
+		}
+	}
+}

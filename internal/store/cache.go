@@ -231,16 +231,42 @@ func decodeAs[T any](b []byte) (any, error) {
 	return v, nil
 }
 
+// loadPage is how many keys one read of the load takes. The table is
+// read in pages at one revision: in one read, a million jobs are a
+// 400 MB answer, over the client's receive limit, and a server could not
+// restart or take over at that size.
+var loadPage int64 = 10000
+
 // load reads the whole table and returns the revision it was read at.
-func (s *Store) load(ctx context.Context) (int64, error) {
-	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+// Each read is bounded by perRead, not the whole load: a large table
+// takes as long as it takes, a silent etcd does not.
+func (s *Store) load(ctx context.Context, perRead time.Duration) (int64, error) {
+	c := newCache()
+	end := clientv3.GetPrefixRangeEnd(s.prefix)
+	get := func(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+		rctx, cancel := context.WithTimeout(ctx, perRead)
+		defer cancel()
+		return s.cli.Get(rctx, key, append(opts, clientv3.WithRange(end), clientv3.WithLimit(loadPage))...)
+	}
+	resp, err := get(s.prefix)
 	if err != nil {
 		return 0, err
 	}
-	c := newCache()
-	for _, kv := range resp.Kvs {
-		c.put(s, kv)
+	rev := resp.Header.Revision
+	for {
+		for _, kv := range resp.Kvs {
+			c.put(s, kv)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		next := string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		resp, err = get(next, clientv3.WithRev(rev))
+		if err != nil {
+			return 0, err // compacted meanwhile, among others: the caller loads again
+		}
 	}
+	resp.Header.Revision = rev
 	s.cache.mu.Lock()
 	s.cache.tables, s.cache.byNode, s.cache.byOwner, s.cache.usageOf, s.cache.jobs = c.tables, c.byNode, c.byOwner, c.usageOf, c.jobs
 	for k := range s.cache.kindRev {
@@ -381,9 +407,7 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		}
 		// The watch ended: reload so nothing between is missed.
 		for ctx.Err() == nil {
-			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			r, err := s.load(lctx)
-			cancel()
+			r, err := s.load(ctx, 5*time.Second)
 			if err == nil {
 				rev = r
 				break

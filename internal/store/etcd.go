@@ -85,9 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.cache = newCache()
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan struct{})
-	lctx, lcancel := context.WithTimeout(ctx, cfg.DialTimeout*2)
-	defer lcancel()
-	rev, err := s.load(lctx)
+	rev, err := s.load(ctx, cfg.DialTimeout*2)
 	if err != nil {
 		cancel()
 		cli.Close()

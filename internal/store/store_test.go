@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -159,5 +160,45 @@ func TestCandidatesChanged(t *testing.T) {
 	got, err := s.Candidates(ctx)
 	if err != nil || !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("candidates after the signal: %v %v, want [a b]", got, err)
+	}
+}
+
+// TestLoadInPages: a table larger than one read is loaded whole, at one
+// revision, on restart (a million jobs are over the client's receive
+// limit in one read).
+func TestLoadInPages(t *testing.T) {
+	defer store.SetLoadPage(7)()
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := open(t, dir)
+	l, err := s.Campaign(ctx, "a", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := l.Writer()
+	const n = 25
+	for i := range n {
+		id := fmt.Sprintf("j%02d", i)
+		if _, err := w.Commit(ctx, w.Txn().Put(store.Jobs, id, model.Job{ID: id, State: model.JobPending})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Commit(ctx, w.Txn().Put(store.Nodes, "n1", model.Node{ID: "n1", GPUs: 8})); err != nil {
+		t.Fatal(err)
+	}
+	l.Resign(ctx)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	defer s.Close()
+	for i := range n {
+		id := fmt.Sprintf("j%02d", i)
+		if got, ok := store.Get[model.Job](s.Cache(), store.Jobs, id); !ok || got.ID != id {
+			t.Fatalf("after restart, job %s: %+v %v", id, got, ok)
+		}
+	}
+	if _, ok := store.Get[model.Node](s.Cache(), store.Nodes, "n1"); !ok {
+		t.Fatal("after restart: node n1 missing (the last page)")
 	}
 }
