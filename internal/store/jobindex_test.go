@@ -21,10 +21,7 @@ func TestJobIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := open(t, dir)
-	l, err := s.Campaign(ctx, "a", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lead(t, s, "a", 2*time.Second)
 	w := l.Writer()
 	rng := rand.New(rand.NewPCG(7, 7))
 	states := []model.JobState{model.JobPending, model.JobRunning, model.JobCompleted}
@@ -59,6 +56,7 @@ func TestJobIndex(t *testing.T) {
 				txn.Delete(store.Jobs, old)
 			}
 		}
+		var err error
 		if rev, err = w.Commit(ctx, txn); err != nil {
 			t.Fatal(err)
 		}

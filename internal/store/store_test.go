@@ -18,6 +18,16 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
 }
 
+// lead campaigns as id and fails the test if that fails.
+func lead(t *testing.T, s *store.Store, id string, ttl time.Duration) *store.Leadership {
+	t.Helper()
+	l, err := s.Campaign(context.Background(), id, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func open(t *testing.T, dir string) *store.Store {
 	t.Helper()
 	s, err := store.Open(context.Background(), store.Config{DataDir: dir})
@@ -31,10 +41,7 @@ func TestWriteReadRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	s := open(t, dir)
-	l, err := s.Campaign(ctx, "a", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lead(t, s, "a", 2*time.Second)
 	w := l.Writer()
 	job := model.Job{ID: "j1", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobPending}
 	if _, err := w.Commit(ctx, w.Txn().Create(store.Jobs, "j1", job)); err != nil {
@@ -45,7 +52,7 @@ func TestWriteReadRestart(t *testing.T) {
 		t.Fatalf("cache after commit: %+v %v", got, ok)
 	}
 	// Create of an existing key is a conflict and applies nothing.
-	_, err = w.Commit(ctx, w.Txn().Put(store.Jobs, "j2", job).Create(store.Jobs, "j1", job))
+	_, err := w.Commit(ctx, w.Txn().Put(store.Jobs, "j2", job).Create(store.Jobs, "j1", job))
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("create existing: %v, want ErrConflict", err)
 	}
@@ -69,23 +76,17 @@ func TestStaleFenceRefused(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, t.TempDir())
 	defer s.Close()
-	old, err := s.Campaign(ctx, "old", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := lead(t, s, "old", time.Second)
 	stale := old.Writer()
 	if err := old.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := s.Campaign(ctx, "new", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cur := lead(t, s, "new", time.Second)
 	defer cur.Resign(ctx)
 	if cur.Fence() <= old.Fence() {
 		t.Fatalf("fence did not increase: %d then %d", old.Fence(), cur.Fence())
 	}
-	_, err = stale.Commit(ctx, stale.Txn().Put(store.Jobs, "x", model.Job{ID: "x"}))
+	_, err := stale.Commit(ctx, stale.Txn().Put(store.Jobs, "x", model.Job{ID: "x"}))
 	if !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("stale writer: %v, want ErrFenced", err)
 	}
@@ -106,10 +107,7 @@ func TestUnchangedCondition(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, t.TempDir())
 	defer s.Close()
-	l, err := s.Campaign(ctx, "a", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lead(t, s, "a", time.Second)
 	defer l.Resign(ctx)
 	w := l.Writer()
 	rev, err := w.Commit(ctx, w.Txn().Put(store.Nodes, "n1", model.Node{ID: "n1", GPUs: 8}))
@@ -132,10 +130,7 @@ func TestCandidatesChanged(t *testing.T) {
 	defer cancel()
 	s := open(t, t.TempDir())
 	defer s.Close()
-	l, err := s.Campaign(ctx, "a", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lead(t, s, "a", time.Second)
 	defer l.Resign(context.Background())
 	ch := s.CandidatesChanged(ctx)
 	wait := func(what string) {
@@ -171,10 +166,7 @@ func TestLoadInPages(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	s := open(t, dir)
-	l, err := s.Campaign(ctx, "a", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lead(t, s, "a", 2*time.Second)
 	w := l.Writer()
 	const n = 25
 	for i := range n {
