@@ -155,13 +155,16 @@ func tryCluster(t *testing.T) (*cluster, error) {
 		}
 	}
 	t.Cleanup(func() {
-		for _, m := range c.members {
-			c.kill(m)
-		}
 		if t.Failed() {
 			for _, m := range c.members {
 				t.Logf("--- %s log tail ---\n%s", m.name, tail(filepath.Join(m.dir, "server.log"), 30))
+				if m.cmd != nil {
+					t.Logf("--- %s goroutines in berth code ---\n%s", m.name, c.stacks(m))
+				}
 			}
+		}
+		for _, m := range c.members {
+			c.kill(m)
 		}
 	})
 	c.eventually("admin token saved by the first leader", 60*time.Second, func() error {
@@ -220,6 +223,52 @@ func (c *cluster) kill(m *member) {
 	m.log.Close()
 }
 
+// stacks ends m with SIGQUIT and returns, from the dump the Go runtime
+// writes, the goroutines that run berth code, deduplicated: what a
+// member that went silent was waiting on.
+func (c *cluster) stacks(m *member) string {
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-m.done:
+	case <-time.After(5 * time.Second):
+		return "(no dump within 5 s)"
+	}
+	b, _ := os.ReadFile(filepath.Join(m.dir, "server.log"))
+	dump := string(b)
+	if i := strings.LastIndex(dump, "SIGQUIT: quit"); i >= 0 {
+		dump = dump[i:]
+	}
+	seen := map[string]int{}
+	var order []string
+	for _, block := range strings.Split(dump, "\n\n") {
+		if !strings.Contains(block, "berthsched/berth/") {
+			continue
+		}
+		lines := strings.Split(block, "\n")
+		state := lines[0]
+		if i := strings.Index(state, "["); i >= 0 {
+			state = state[i:]
+		}
+		var funcs []string
+		for _, l := range lines[1:] {
+			if l != "" && !strings.HasPrefix(l, "\t") && !strings.HasPrefix(l, "runtime.") && len(funcs) < 8 {
+				funcs = append(funcs, "  "+l)
+			}
+		}
+		key := state + "\n" + strings.Join(funcs, "\n")
+		if seen[key] == 0 {
+			order = append(order, key)
+		}
+		seen[key]++
+	}
+	var out []string
+	for _, k := range order {
+		out = append(out, fmt.Sprintf("%d× %s", seen[k], k))
+	}
+	return strings.Join(out, "\n")
+}
+
 func (c *cluster) signal(m *member, sig syscall.Signal) {
 	if err := m.cmd.Process.Signal(sig); err != nil {
 		c.t.Fatal(err)
@@ -250,32 +299,41 @@ func (c *cluster) eventually(what string, limit time.Duration, f func() error) {
 }
 
 // leader asks a member who leads; the answer counts only if the leader
-// itself confirms it leads.
+// itself confirms it leads. The error says what each member answered.
 func (c *cluster) leader(skip *member) (*member, int64, error) {
+	ask := func(m *member) (api.Leader, error) {
+		var l api.Leader
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := client.New(m.api, c.admin).Do(ctx, http.MethodGet, "/v1/leader", nil, &l)
+		return l, err
+	}
+	var said []string
 	for _, m := range c.alive() {
 		if m == skip {
 			continue
 		}
-		var l api.Leader
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := client.New(m.api, c.admin).Do(ctx, http.MethodGet, "/v1/leader", nil, &l)
-		cancel()
-		if err != nil || l.Leader == "" {
+		l, err := ask(m)
+		switch {
+		case err != nil:
+			said = append(said, fmt.Sprintf("%s: %v", m.name, err))
+			continue
+		case l.Leader == "":
+			said = append(said, m.name+": no leader")
 			continue
 		}
+		said = append(said, fmt.Sprintf("%s: %s leads", m.name, l.Leader))
 		for _, o := range c.alive() {
 			if o.url() == l.Leader && o != skip {
-				var self api.Leader
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				err := client.New(o.api, c.admin).Do(ctx, http.MethodGet, "/v1/leader", nil, &self)
-				cancel()
+				self, err := ask(o)
 				if err == nil && self.IsSelf {
 					return o, self.Fence, nil
 				}
+				said = append(said, fmt.Sprintf("%s itself: is_self %v, %v", o.name, self.IsSelf, err))
 			}
 		}
 	}
-	return nil, 0, fmt.Errorf("no confirmed leader")
+	return nil, 0, fmt.Errorf("no confirmed leader (%s)", strings.Join(said, "; "))
 }
 
 // waitLeader waits for a leader other than skip, and says how long it took.

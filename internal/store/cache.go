@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -60,6 +61,9 @@ type Cache struct {
 	subs     map[chan struct{}]bool
 	// revCh is closed and replaced whenever rev advances.
 	revCh chan struct{}
+	// want is the highest revision a WaitRev has waited for: a revision
+	// etcd has committed, so a watch that stays below it is stalled.
+	want atomic.Int64
 }
 
 func newCache() *Cache {
@@ -151,6 +155,8 @@ func (c *Cache) WaitRev(ctx context.Context, rev int64) error {
 		c.mu.RUnlock()
 		if cur >= rev {
 			return nil
+		}
+		for w := c.want.Load(); w < rev && !c.want.CompareAndSwap(w, rev); w = c.want.Load() {
 		}
 		select {
 		case <-ch:
@@ -372,19 +378,28 @@ func (c *Cache) advance(rev int64) {
 }
 
 // watch applies every change after rev until ctx ends, reloading the table
-// if etcd compacted past the revision it needs.
+// if etcd compacted past the revision it needs or the watch stalls.
 func (s *Store) watch(ctx context.Context, rev int64) {
 	defer close(s.done)
 	for ctx.Err() == nil {
-		wctx := clientv3.WithRequireLeader(ctx)
+		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		stalled := make(chan struct{})
+		go s.watchdog(wctx, stop, stalled)
 		for resp := range s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify()) {
 			if resp.CompactRevision != 0 {
 				s.log.Warn("table watch compacted; reloading", "compact_revision", resp.CompactRevision)
 				break
 			}
 			if err := resp.Err(); err != nil {
-				s.log.Warn("table watch", "err", err)
+				select {
+				case <-stalled: // the watchdog said why
+				default:
+					s.log.Warn("table watch", "err", err)
+				}
 				break
+			}
+			if watchDrop != nil && watchDrop() {
+				continue
 			}
 			s.cache.mu.Lock()
 			for _, ev := range resp.Events {
@@ -402,6 +417,7 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			rev = s.cache.rev
 			s.cache.mu.Unlock()
 		}
+		stop()
 		if ctx.Err() != nil {
 			return
 		}
@@ -417,6 +433,53 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
 			}
+		}
+	}
+}
+
+// watchDrop, set by tests, makes the watch drop responses while it
+// returns true: a stream that stays open and delivers nothing.
+var watchDrop func() bool
+
+// stallAfter is how long the cache may stay below a revision etcd has
+// committed (one a writer or a consistent read waits for) before the
+// watch is taken for stalled and restarted. A stream can stay open and
+// deliver nothing (around a raft leadership move, among others); every
+// write of the leader waits for its own revision, so such a stall froze
+// the leader, silent, until the process was restarted.
+var stallAfter = 5 * time.Second
+
+// watchdog ends the watch (stop) once the cache has stayed below a
+// revision etcd committed for stallAfter, asking etcd for a progress
+// notification halfway: a watch that is merely idle answers one.
+func (s *Store) watchdog(ctx context.Context, stop func(), stalled chan<- struct{}) {
+	const every = 250 * time.Millisecond
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var since time.Time
+	last := int64(-1)
+	asked := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			rev, want := s.cache.Rev(), s.cache.want.Load()
+			switch {
+			case want <= rev:
+				since, asked = time.Time{}, false
+			case rev != last || since.IsZero():
+				since, asked = now, false
+			case now.Sub(since) >= stallAfter:
+				s.log.Warn("table watch stalled; restarting it", "at_revision", rev, "committed", want, "for", now.Sub(since).Round(time.Millisecond))
+				close(stalled)
+				stop()
+				return
+			case !asked && now.Sub(since) >= stallAfter/2:
+				asked = true
+				_ = s.cli.RequestProgress(ctx)
+			}
+			last = rev
 		}
 	}
 }
