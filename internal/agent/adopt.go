@@ -105,13 +105,16 @@ func (a *Agent) adopt() map[int]bool {
 		}
 		p := newAlloc(id, dir, rec.Desired.GPUs, a.log, a.poke)
 		p.milli, p.mig, p.cgDir, p.logMax = rec.Desired.GPUMilli, rec.MIG, rec.CgroupDir, a.cfg.LogMaxBytes
+		if sp, ok := readContainerSpec(dir); ok {
+			p.ctr, p.ctrCfg = sp.Name, a.cfg.Container
+		}
 		if e, ok := readExit(dir); ok {
 			p.state, p.exitCode, p.killed, p.checkpoint, p.agentStop = model.ActualExited, e.ExitCode, e.Killed, e.Checkpoint, e.AgentStop
 			close(p.done)
 			a.allocs[id] = p
 			continue
 		}
-		if w := rec.Desired.Workload; w == nil || len(w.Command) == 0 {
+		if !runs(rec.Desired.Workload) {
 			p.hold, p.state = true, model.ActualRunning
 			a.allocs[id] = p
 			continue

@@ -97,6 +97,13 @@ func New(cfg Config) (*Agent, error) {
 		kept = a.adopt()
 	}
 	a.stopLeftovers(fresh, kept)
+	running := map[string]bool{}
+	for _, p := range a.allocs {
+		if p.ctr != "" && !p.exited() {
+			running[p.ctr] = true
+		}
+	}
+	a.removeLeftoverContainers(running)
 	if fresh {
 		a.prev = a.previous()
 	}

@@ -44,6 +44,16 @@ type alloc struct {
 	agentStop  bool            // stopped by the agent shutting down all work
 	logMax     int64           // cap on each of stdout.log and stderr.log
 	sizes      [2][]sizeSample // stdout's and stderr's sizes over time
+	// ctr is the container the allocation runs in ("" for exec): it
+	// outlives a killed podman client, so the allocation has ended only
+	// once the container is removed (ctrGone).
+	ctr     string
+	ctrCfg  ContainerConfig
+	ctrRm   bool // removal started
+	ctrGone bool
+	// From the shim's status: the kernel's OOM kill, a start that failed.
+	oom      bool
+	startErr string
 
 	wake chan struct{}
 	done chan struct{}
@@ -64,7 +74,7 @@ func (p *alloc) actual() model.ActualAlloc {
 		p.checkpoint = readCheckpoint(p.dir)
 	}
 	return model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed, Checkpoint: p.checkpoint,
-		AgentStop:       p.agentStop && p.state == model.ActualExited,
+		AgentStop: p.agentStop && p.state == model.ActualExited, OOMKilled: p.oom, StartError: p.startErr,
 		CheckpointStats: readStats(p.dir), Ready: p.state == model.ActualRunning && (p.readiness == nil || p.ready)}
 }
 
@@ -196,9 +206,13 @@ func (p *alloc) supervise(leader <-chan int, strayGrace time.Duration) {
 			if p.cgDir != "" {
 				_ = killCgroup(p.cgDir)
 			}
+			p.removeContainerLocked(0)
 		}
 		if p.leaderDone {
-			if !groupAlive(p.pgid) && (p.cgDir == "" || !populated(p.cgDir)) {
+			// The shim removes the container it ran; this is for one it
+			// could not (killed, or its podman client was).
+			p.removeContainerLocked(strayGrace)
+			if !groupAlive(p.pgid) && (p.cgDir == "" || !populated(p.cgDir)) && (p.ctr == "" || p.ctrGone) {
 				p.finishLocked(p.exitCode)
 				p.mu.Unlock()
 				p.changed()
@@ -217,20 +231,47 @@ func (p *alloc) supervise(leader <-chan int, strayGrace time.Duration) {
 	}
 }
 
+// removeContainerLocked starts removing the allocation's container, once:
+// SIGTERM, grace, SIGKILL, then gone. It retries while podman fails: the
+// GPUs stay held while a container may still run on them.
+func (p *alloc) removeContainerLocked(grace time.Duration) {
+	if p.ctr == "" || p.ctrRm {
+		return
+	}
+	p.ctrRm = true
+	go func() {
+		for {
+			err := p.ctrCfg.removeContainer(p.ctr, grace)
+			if err == nil {
+				break
+			}
+			p.log.Error("container not removed; retrying", "err", err)
+			time.Sleep(5 * time.Second)
+		}
+		p.mu.Lock()
+		p.ctrGone = true
+		p.mu.Unlock()
+		p.poke()
+	}()
+}
+
 // finishLocked records the exit; the caller holds p.mu.
 func (p *alloc) finishLocked(code int) {
 	p.state, p.exitCode = model.ActualExited, code
+	if st, ok := readShimStatus(p.dir); ok {
+		p.oom, p.startErr = st.OOMKilled, st.Error
+	}
 	p.checkpoint = readCheckpoint(p.dir)
 	// The exit record first, then the pid file goes: an agent restarted
 	// in between finds the record and reports the exit it could not see.
 	rec, _ := json.Marshal(model.ActualAlloc{ID: p.id, State: p.state, ExitCode: p.exitCode, Killed: p.killed,
-		Checkpoint: p.checkpoint, AgentStop: p.agentStop})
+		Checkpoint: p.checkpoint, AgentStop: p.agentStop, OOMKilled: p.oom, StartError: p.startErr})
 	_ = writeFileSync(filepath.Join(p.dir, "exit"), append(rec, '\n'))
 	_ = os.Remove(filepath.Join(p.dir, "pid"))
 	if p.cgDir != "" {
 		_ = os.Remove(p.cgDir)
 	}
-	p.log.Info("allocation exited", "exit_code", p.exitCode, "killed", p.killed, "checkpoint", p.checkpoint)
+	p.log.Info("allocation exited", "exit_code", p.exitCode, "killed", p.killed, "oom_killed", p.oom, "checkpoint", p.checkpoint)
 	close(p.done)
 }
 

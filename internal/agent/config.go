@@ -44,6 +44,8 @@ type Config struct {
 	// Shim is the binary each workload's shim runs from (it must call
 	// MaybeShim first thing); the agent's own executable when empty.
 	Shim string
+	// Container is how workloads that name an image run (container.go).
+	Container ContainerConfig
 	// BootID overrides the kernel's boot id: tests stand in for a reboot
 	// with it. Empty: /proc/sys/kernel/random/boot_id.
 	BootID string
@@ -82,5 +84,5 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	return c.Container.defaults()
 }

@@ -117,6 +117,8 @@ type fleet struct {
 	// boot stands in for the kernel's boot id (by node id): a new value
 	// is a reboot as the agent sees it.
 	boot map[string]string
+	// ctr is the container driver the agents get, when set.
+	ctr *ContainerConfig
 }
 
 type runningAgent struct {
@@ -216,9 +218,13 @@ func (f *fleet) agentConfigIn(id, pod, pool, server string) Config {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return Config{Servers: []string{server}, Token: tok.Secret, NodeID: id, Pod: pod, Pool: pool, StateDir: state, Backend: b,
+	cfg := Config{Servers: []string{server}, Token: tok.Secret, NodeID: id, Pod: pod, Pool: pool, StateDir: state, Backend: b,
 		Interval: hbInterval, CPUMilli: 64000, MemoryMiB: 512 << 10, OrphanGrace: 2 * time.Second,
 		StrayGrace: time.Second, BootID: f.boot[id], Logger: slog.New(slog.DiscardHandler)}
+	if f.ctr != nil {
+		cfg.Container = *f.ctr
+	}
+	return cfg
 }
 
 // startAgent runs an agent talking to server (the fleet's own when empty).

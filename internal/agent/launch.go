@@ -42,10 +42,7 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 		return a.failStart(p, 126, migErr)
 	}
 	rec := allocRecord{Desired: d, MIG: p.mig}
-	if d.Workload == nil || len(d.Workload.Command) == 0 {
-		if d.Workload != nil && d.Workload.Image != "" {
-			return a.failStart(p, 126, fmt.Errorf("the exec driver runs commands; image %q needs a container runtime: give the workload a command", d.Workload.Image))
-		}
+	if !runs(d.Workload) {
 		// Nothing to run: the allocation holds its GPUs until stopped
 		// (an interactive reservation, or load-test jobs).
 		p.hold, p.state = true, model.ActualRunning
@@ -70,12 +67,26 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 		return a.failStart(p, 126, err)
 	}
 	env := a.allocEnv(d, dir, mig)
-	cmd := exec.Command(shim, d.Workload.Command...)
+	args := d.Workload.Command
+	_ = os.Remove(filepath.Join(dir, containerFile))
+	if d.Workload.Image != "" {
+		// The container driver: the shim runs podman, which enforces the
+		// limits itself (the agent's cgroup would hold only the client).
+		sp, err := a.containerSpec(d, dir, env, mig)
+		if err != nil {
+			return a.failStart(p, 126, err)
+		}
+		if err := writeContainerSpec(dir, sp); err != nil {
+			return a.failStart(p, 126, err)
+		}
+		p.ctr, p.ctrCfg, args = sp.Name, a.cfg.Container, nil
+	}
+	cmd := exec.Command(shim, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append([]string(nil), env...), shimEnv+"="+dir)
 	cmd.Stdout, cmd.Stderr = stdout, stderr // *os.File: the descriptors themselves, no pipe
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if a.cg != nil {
+	if a.cg != nil && p.ctr == "" {
 		cgDir, fd, err := a.cg.create(d.ID, d.CPUMilli, d.MemoryMiB)
 		if err != nil {
 			a.log.Warn("allocation runs without cgroup limits", "alloc", d.ID, "err", err)
@@ -96,7 +107,7 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	if st, err := readStat(pid); err == nil {
 		_ = writeFileSync(filepath.Join(dir, "pid"), fmt.Appendf(nil, "%d %d\n", pid, st.start))
 	}
-	a.log.Info("allocation started", "alloc", d.ID, "owner", d.OwnerID, "gpus", d.GPUs.String(), "pid", pid)
+	a.log.Info("allocation started", "alloc", d.ID, "owner", d.OwnerID, "gpus", d.GPUs.String(), "pid", pid, "container", p.ctr)
 	leader := make(chan int, 1)
 	go func() {
 		_ = cmd.Wait()
@@ -108,6 +119,12 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 		go p.watchReady(r, env)
 	}
 	return p
+}
+
+// runs says whether a workload has something to run: a command, or an
+// image (whose own entrypoint runs when it names no command).
+func runs(w *model.Workload) bool {
+	return w != nil && (len(w.Command) > 0 || w.Image != "")
 }
 
 // shimPath is the binary the shim runs from: the agent's own.

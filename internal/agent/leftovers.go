@@ -84,7 +84,16 @@ func (a *Agent) strangers() []int {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !hasEnv(env, want) {
+		if err != nil {
+			continue
+		}
+		dir, ok := envValue(env, want)
+		if !ok {
+			continue
+		}
+		if p := a.allocs[filepath.Base(dir)]; p != nil && !p.exited() {
+			// An adopted allocation's: a container's processes and its
+			// conmon are in groups of their own, not the shim's.
 			continue
 		}
 		st, err := readStat(pid)
@@ -97,9 +106,9 @@ func (a *Agent) strangers() []int {
 	return out
 }
 
-// hasEnv reports whether a NUL-separated environment holds a variable
-// starting with prefix.
-func hasEnv(env, prefix []byte) bool {
+// envValue finds, in a NUL-separated environment, the variable that
+// starts with prefix (NAME=...) and returns the rest of its value.
+func envValue(env, prefix []byte) (string, bool) {
 	for len(env) > 0 {
 		kv := env
 		if i := bytes.IndexByte(env, 0); i >= 0 {
@@ -108,8 +117,8 @@ func hasEnv(env, prefix []byte) bool {
 			env = nil
 		}
 		if bytes.HasPrefix(kv, prefix) {
-			return true
+			return string(kv[len(prefix):]), true
 		}
 	}
-	return false
+	return "", false
 }

@@ -51,6 +51,10 @@ func (p *alloc) probe(r *model.Readiness, env []string, client *http.Client) boo
 		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, r.Command[0], r.Command[1:]...)
+		if p.ctr != "" {
+			// Inside the container, where the workload's files are.
+			cmd = exec.CommandContext(ctx, p.ctrCfg.Podman, p.ctrCfg.global(append([]string{"exec", p.ctr}, r.Command...))...)
+		}
 		cmd.Env, cmd.Dir = env, p.dir
 		return cmd.Run() == nil
 	}

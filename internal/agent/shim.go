@@ -26,8 +26,13 @@ const statusFile = ".berth-status"
 
 // shimStatus is the shim's record of how the workload ended.
 type shimStatus struct {
-	ExitCode int    `json:"exit_code"`
-	Error    string `json:"error,omitempty"`
+	ExitCode int `json:"exit_code"`
+	// Error says why the workload did not start (a command not found, an
+	// image that could not be pulled).
+	Error string `json:"error,omitempty"`
+	// OOMKilled: the kernel killed the container for exceeding its
+	// memory limit.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // MaybeShim runs the shim and exits when this process was started as one;
@@ -54,6 +59,9 @@ func runShim(dir string, args []string) int {
 		b, _ := json.Marshal(st)
 		_ = writeFileSync(filepath.Join(dir, statusFile), append(b, '\n'))
 		return st.ExitCode
+	}
+	if sp, ok := readContainerSpec(dir); ok {
+		return record(runContainer(sp))
 	}
 	if len(args) == 0 {
 		return record(shimStatus{ExitCode: 126, Error: "shim: no command"})

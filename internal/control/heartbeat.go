@@ -127,9 +127,14 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 			// workload's own exit, and not a preemption.
 			ch.gone(a, "agent_shutdown", r.ExitCode, r.Checkpoint)
 		case r.State == model.ActualExited:
-			if r.Error != "" && a.OwnerKind != model.OwnerInference {
-				if j := ch.job(a.OwnerID); j != nil {
+			if j := ch.job(a.OwnerID); j != nil && a.OwnerKind != model.OwnerInference {
+				switch {
+				case r.Error != "":
 					j.Record(ch.now, "agent_refused", a.ID+" on "+a.NodeID+": "+r.Error)
+				case r.StartError != "":
+					j.Record(ch.now, "start_failed", a.ID+" on "+a.NodeID+": "+r.StartError)
+				case r.OOMKilled:
+					j.Record(ch.now, "oom_killed", a.ID+" on "+a.NodeID+": the kernel killed it for using more memory than the job asked for")
 				}
 			}
 			ch.gone(a, "exited", r.ExitCode, r.Checkpoint)

@@ -66,6 +66,12 @@ type ActualAlloc struct {
 	// $BERTH_ALLOC_DIR/checkpoint), periodic or before exiting: reported
 	// while it runs, so every requeue path starts from it.
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// OOMKilled: the kernel killed the workload (a container) for using
+	// more memory than its limit.
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	// StartError says why the workload never ran: its command not found,
+	// its image not pulled (exit 127 or 125).
+	StartError string `json:"start_error,omitempty"`
 	// AgentStop says the agent itself stopped the process because the
 	// agent was shutting down all work (berth dev stopping): the exit is
 	// not the workload's own, nor a preemption.

@@ -59,8 +59,8 @@ func (w *Workload) Validate(prefix string) error {
 			return fmt.Errorf("%scommand[%d]: contains a NUL byte, which no program argument can hold", prefix, i)
 		}
 	}
-	if len(w.Image) > 512 || strings.ContainsFunc(w.Image, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return fmt.Errorf("%simage: %q: expected an image reference (registry/name:tag, at most 512 characters, no spaces or control characters)", prefix, w.Image)
+	if len(w.Image) > 512 || strings.HasPrefix(w.Image, "-") || strings.ContainsFunc(w.Image, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("%simage: %q: expected an image reference (registry/name:tag, at most 512 characters, not beginning with '-', no spaces or control characters)", prefix, w.Image)
 	}
 	if len(w.Env) > MaxEnv {
 		return fmt.Errorf("%senv: %d variables: at most %d", prefix, len(w.Env), MaxEnv)

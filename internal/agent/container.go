@@ -1,0 +1,432 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthsched/berth/internal/agent/gpu"
+	"github.com/berthsched/berth/internal/model"
+	"gopkg.in/yaml.v3"
+)
+
+// The container driver runs a workload that names an image with podman:
+// daemonless, so a container is a child of the shim like an exec
+// workload's process (podman run attached, signals proxied), and it keeps
+// running under podman's conmon when the agent dies. The exec driver's
+// machinery is reused whole: the shim is the group leader, its pid file
+// is what a restarted agent adopts, the logs are the shim's files. What
+// a container adds is a name (berth-<alloc>) and labels, so that the
+// agent can kill what outlived its podman client and remove what a
+// reboot left behind.
+
+// ContainerConfig is how the agent runs images; every field comes from
+// the agent's own configuration, never from a job.
+type ContainerConfig struct {
+	// Podman is the podman binary ("podman" on PATH when empty).
+	Podman string
+	// Runtime is the OCI runtime podman uses (its --runtime, a full path
+	// such as /usr/sbin/runc); podman's default when empty.
+	Runtime string
+	// Pull is the image pull policy: missing (default), always or never.
+	Pull string
+	// AuthFile holds registry credentials (podman's --authfile).
+	AuthFile string
+	// Args are more options for every podman run (ulimits, security
+	// options, --init), placed before berth's own.
+	Args []string
+	// CDIDirs are searched for CDI specs (default /etc/cdi and
+	// /var/run/cdi): where one names the node's GPUs, containers get
+	// exactly theirs as CDI devices.
+	CDIDirs []string
+}
+
+func (c *ContainerConfig) defaults() error {
+	if c.Podman == "" {
+		c.Podman = "podman"
+	}
+	switch c.Pull {
+	case "":
+		c.Pull = "missing"
+	case "missing", "always", "never":
+	default:
+		return fmt.Errorf("--image-pull: %q: expected missing, always or never", c.Pull)
+	}
+	if c.CDIDirs == nil {
+		c.CDIDirs = []string{"/etc/cdi", "/var/run/cdi"}
+	}
+	return nil
+}
+
+// containerName is the container an allocation runs in.
+func containerName(alloc string) string { return "berth-" + alloc }
+
+// containerFile is the shim's orders for a container, in the allocation
+// directory. It holds no environment values: podman takes those from
+// the shim's environment by name (-e NAME), off every command line.
+const containerFile = ".berth-container.json"
+
+// containerSpec is what the shim does for a container: pull the image
+// as the policy says, run it, and once it ends read whether the kernel
+// killed it for memory and remove it.
+type containerSpec struct {
+	Podman   string   `json:"podman"`
+	Global   []string `json:"global,omitempty"` // podman's own options (--runtime)
+	Name     string   `json:"name"`
+	Image    string   `json:"image"`
+	Pull     string   `json:"pull"`
+	AuthFile string   `json:"authfile,omitempty"`
+	Run      []string `json:"run"` // podman run ... -- image command...
+}
+
+// containerSpec builds the podman run for an allocation: exactly its
+// GPUs, its CPU and memory, its directories, berth's variables.
+func (a *Agent) containerSpec(d model.DesiredAlloc, dir string, env []string, mig *gpu.MIGInstance) (containerSpec, error) {
+	c := a.cfg.Container
+	sp := containerSpec{Podman: c.Podman, Name: containerName(d.ID), Image: d.Workload.Image, Pull: c.Pull, AuthFile: c.AuthFile}
+	if c.Runtime != "" {
+		sp.Global = []string{"--runtime", c.Runtime}
+	}
+	run := []string{"run", "--name", sp.Name,
+		"--label", "berth.alloc=" + d.ID, "--label", "berth.node=" + a.cfg.NodeID, "--label", "berth.state=" + a.state.path,
+		// The node's network: NCCL and the readiness check see the
+		// workload where they would see an exec workload.
+		"--network", "host", "--pull", "never"}
+	run = append(run, c.Args...)
+	if d.CPUMilli > 0 {
+		run = append(run, "--cpus", strconv.FormatFloat(float64(d.CPUMilli)/1000, 'f', 3, 64))
+	}
+	if d.MemoryMiB > 0 {
+		run = append(run, "--memory", strconv.FormatInt(d.MemoryMiB, 10)+"m")
+	}
+	mounts := []string{dir}
+	if d.CheckpointDir != "" {
+		if err := os.MkdirAll(d.CheckpointDir, 0o755); err != nil {
+			return sp, fmt.Errorf("checkpoint directory for the container: %w", err)
+		}
+		mounts = append(mounts, d.CheckpointDir)
+	}
+	if d.GPUMilli > 0 && mig == nil {
+		// A share runs under MPS: the control daemon's pipes, and its
+		// shared memory, are the host's.
+		if st, err := os.Stat(mpsPipeDir); err == nil && st.IsDir() {
+			mounts = append(mounts, mpsPipeDir)
+		}
+		run = append(run, "--ipc", "host")
+	}
+	for _, m := range mounts {
+		abs, err := filepath.Abs(m)
+		if err != nil {
+			return sp, err
+		}
+		run = append(run, "--volume", abs+":"+abs+":rw")
+	}
+	devs, err := a.cdiDevices(d.GPUs, mig)
+	if err != nil {
+		return sp, err
+	}
+	for _, dev := range devs {
+		run = append(run, "--device", dev)
+	}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(passEnv, k) {
+			run = append(run, "--env", k) // the value from podman's environment
+		}
+	}
+	run = append(run, "--", d.Workload.Image)
+	sp.Run = append(run, d.Workload.Command...)
+	return sp, nil
+}
+
+// mpsPipeDir is where the MPS control daemon listens by default.
+const mpsPipeDir = "/tmp/nvidia-mps"
+
+// cdiDevices names the allocation's GPUs (or its MIG instance) as CDI
+// devices, when a CDI spec on this node lists them: the NVIDIA Container
+// Toolkit writes one (nvidia-ctk cdi generate). Names by UUID are taken
+// first (stable when GPUs renumber), then by index. Without a spec the
+// container gets only NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES (the
+// fake backend; a runtime hook that reads them). With a spec that lacks
+// one of the GPUs, the start fails: running on the wrong GPUs, or on
+// none, would be worse.
+func (a *Agent) cdiDevices(m model.GPUMask, mig *gpu.MIGInstance) ([]string, error) {
+	names := cdiNames(a.cfg.Container.CDIDirs)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	pick := func(cands ...string) (string, bool) {
+		for _, c := range cands {
+			if c != "" && names[c] {
+				return cdiKind + "=" + c, true
+			}
+		}
+		return "", false
+	}
+	if mig != nil {
+		if dev, ok := pick(mig.UUID); ok {
+			return []string{dev}, nil
+		}
+		return nil, fmt.Errorf("the CDI spec names no device %s (MIG instance %s): regenerate it (nvidia-ctk cdi generate --device-name-strategy=uuid)", mig.UUID, mig.Profile())
+	}
+	var out []string
+	for i := range model.MaxGPUsPerNode {
+		if m&(1<<uint(i)) == 0 {
+			continue
+		}
+		uuid := ""
+		if i < len(a.inv.Devices) {
+			uuid = a.inv.Devices[i].UUID
+		}
+		dev, ok := pick(uuid, strconv.Itoa(i))
+		if !ok {
+			return nil, fmt.Errorf("the CDI spec names no device for GPU %d (%s): regenerate it (nvidia-ctk cdi generate)", i, uuid)
+		}
+		out = append(out, dev)
+	}
+	return out, nil
+}
+
+const cdiKind = "nvidia.com/gpu"
+
+// cdiNames are the device names the CDI specs in dirs give kind
+// nvidia.com/gpu. A spec is JSON or YAML; JSON is YAML, so one parser
+// reads both.
+func cdiNames(dirs []string) map[string]bool {
+	names := map[string]bool{}
+	for _, d := range dirs {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			ext := filepath.Ext(e.Name())
+			if e.IsDir() || ext != ".yaml" && ext != ".yml" && ext != ".json" {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(d, e.Name()))
+			if err != nil {
+				continue
+			}
+			var spec struct {
+				Kind    string `yaml:"kind"`
+				Devices []struct {
+					Name string `yaml:"name"`
+				} `yaml:"devices"`
+			}
+			if yaml.Unmarshal(b, &spec) != nil || spec.Kind != cdiKind {
+				continue
+			}
+			for _, dev := range spec.Devices {
+				names[dev.Name] = true
+			}
+		}
+	}
+	return names
+}
+
+// removeContainer stops and removes an allocation's container, giving
+// it grace between SIGTERM and SIGKILL; one that is not there is no
+// error. It is bounded: podman that hangs must not hold the agent.
+func (c ContainerConfig) removeContainer(name string, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.Podman, c.global([]string{"rm", "--force", "--ignore", "--time", strconv.Itoa(int(grace.Seconds())), name})...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("podman rm %s: %v: %s", name, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (c ContainerConfig) global(args []string) []string {
+	if c.Runtime != "" {
+		return append([]string{"--runtime", c.Runtime}, args...)
+	}
+	return args
+}
+
+// leftoverContainers are the containers this state directory's agents
+// started (its label) that no allocation adopted now runs: a reboot's,
+// or an allocation whose shim died. They are removed before the first
+// heartbeat, like leftover processes.
+func (a *Agent) removeLeftoverContainers(running map[string]bool) {
+	c := a.cfg.Container
+	if _, err := exec.LookPath(c.Podman); err != nil {
+		return // no podman on this node: no containers either
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.Podman, c.global([]string{"ps", "--all", "--filter", "label=berth.state=" + a.state.path,
+		"--format", "{{.Names}}"})...).Output()
+	if err != nil {
+		a.log.Warn("cannot list leftover containers", "err", err)
+		return
+	}
+	for _, name := range strings.Fields(string(out)) {
+		if running[name] {
+			continue
+		}
+		a.log.Warn("removing a container no running allocation owns", "container", name)
+		if err := c.removeContainer(name, a.cfg.OrphanGrace); err != nil {
+			a.log.Error("leftover container not removed", "err", err)
+		}
+	}
+}
+
+// runContainer is the shim for an image: pull as the policy says, run
+// attached (podman proxies the signals a stop sends to the group), then
+// read whether it was killed for memory and remove it. A pull that fails
+// ends the allocation with 125, podman's own code for its errors, and
+// the reason in the status and in stderr: the image name and what the
+// registry said, once, not a retry loop.
+func runContainer(sp containerSpec) shimStatus {
+	podman := func(args ...string) *exec.Cmd {
+		return exec.Command(sp.Podman, append(append([]string(nil), sp.Global...), args...)...)
+	}
+	fail := func(format string, args ...any) shimStatus {
+		msg := fmt.Sprintf(format, args...)
+		fmt.Fprintf(os.Stderr, "[berth agent] %s\n", msg)
+		return shimStatus{ExitCode: 125, Error: msg}
+	}
+	have := podman("image", "exists", sp.Image).Run() == nil
+	switch {
+	case sp.Pull == "never" && !have:
+		return fail("image %s is not on this node and the agent's pull policy is never", sp.Image)
+	case sp.Pull == "always" || !have:
+		args := []string{"pull", "--quiet"}
+		if sp.AuthFile != "" {
+			args = append(args, "--authfile", sp.AuthFile)
+		}
+		out, err := podman(append(args, "--", sp.Image)...).CombinedOutput()
+		if err != nil {
+			return fail("pulling image %s failed: %s", sp.Image, lastLine(out, err))
+		}
+	}
+	// A launch cut short (the agent died before the pid was written) may
+	// have left a container of this name.
+	_ = podman("rm", "--force", "--ignore", "--time", "0", sp.Name).Run()
+	cmd := podman(sp.Run...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fail("starting %s: %v", sp.Podman, err)
+	}
+	exited := make(chan struct{})
+	oomSeen := make(chan bool, 1)
+	go func() { oomSeen <- watchOOM(podman, sp.Name, exited) }()
+	_ = cmd.Wait()
+	close(exited)
+	st := shimStatus{ExitCode: exitCode(cmd.ProcessState), OOMKilled: <-oomSeen}
+	if out, err := podman("inspect", "--format", "{{.State.OOMKilled}}", sp.Name).Output(); err == nil && strings.TrimSpace(string(out)) == "true" {
+		st.OOMKilled = true
+	}
+	if st.OOMKilled {
+		fmt.Fprintf(os.Stderr, "[berth agent] the container was killed for memory: it used more than its limit\n")
+	}
+	_ = podman("rm", "--force", "--ignore", "--time", "0", sp.Name).Run()
+	return st
+}
+
+// lastLine is the last non-empty line of a command's output, or its error.
+func lastLine(out []byte, err error) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if l := strings.TrimSpace(lines[len(lines)-1]); l != "" {
+		return l
+	}
+	return err.Error()
+}
+
+func writeContainerSpec(dir string, sp containerSpec) error {
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return err
+	}
+	return writeFileMode(filepath.Join(dir, containerFile), b, 0o600)
+}
+
+func readContainerSpec(dir string) (containerSpec, bool) {
+	var sp containerSpec
+	b, err := os.ReadFile(filepath.Join(dir, containerFile))
+	if err != nil || json.Unmarshal(b, &sp) != nil {
+		return sp, false
+	}
+	return sp, true
+}
+
+// watchOOM reports whether the kernel's OOM killer struck inside the
+// container, from its memory cgroup's counter (memory.events on cgroup
+// v2, memory.oom_control on v1), read every 20 ms until exited closes.
+// Podman's own State.OOMKilled is not set everywhere (cgroup v1 with
+// runc): the counter is the kernel's word. The cgroup goes with the
+// container, so it is read while the container runs.
+func watchOOM(podman func(...string) *exec.Cmd, name string, exited <-chan struct{}) bool {
+	var files []string
+	for len(files) == 0 {
+		select {
+		case <-exited:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		out, err := podman("inspect", "--format", "{{.State.Pid}}", name).Output()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		files = memoryCounters(pid)
+	}
+	for {
+		for _, f := range files {
+			if oomKills(f) > 0 {
+				return true
+			}
+		}
+		select {
+		case <-exited:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// memoryCounters are the files that count OOM kills in pid's memory
+// cgroup.
+func memoryCounters(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			out = append(out, filepath.Join("/sys/fs/cgroup", parts[2], "memory.events"))
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			out = append(out, filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.oom_control"))
+		}
+	}
+	return out
+}
+
+// oomKills reads the oom_kill line of a memory.events or
+// memory.oom_control file; 0 when there is none.
+func oomKills(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
