@@ -9,81 +9,29 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/berthsched/berth/internal/agent/ctrtest"
 	"github.com/berthsched/berth/internal/agent/gpu"
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/server"
 )
 
-// testImage is an image built here, without a registry: a root
-// filesystem of Debian's busybox-static, imported with podman import.
-const testImage = "localhost/berth-test/busybox:latest"
-
-var imageOnce sync.Once
-var imageErr error
+// testImage is an image built here, without a registry (ctrtest).
+const testImage = ctrtest.Image
 
 // podmanConfig is the container driver on this machine: a real podman
-// with Debian's runc (its default runtime, crun, cannot run in this
-// sandbox's hybrid cgroups), ulimits below the sandbox's hard limits,
-// and no CDI spec (fake GPUs). It builds the test image once.
+// with Debian's runc, ulimits below the sandbox's hard limits, and no CDI
+// spec (fake GPUs).
 func podmanConfig(t testing.TB) ContainerConfig {
 	t.Helper()
-	podman, err := exec.LookPath("podman")
+	podman, err := ctrtest.Setup()
 	if err != nil {
-		t.Fatal("no podman: the container driver's tests run a real one; install Debian's podman, runc and busybox-static (scripts/test does)")
+		t.Fatal(err)
 	}
-	runc := "/usr/sbin/runc"
-	if _, err := os.Stat(runc); err != nil {
-		t.Fatal("no /usr/sbin/runc: install Debian's runc (scripts/test does)")
-	}
-	cc := ContainerConfig{Podman: podman, Runtime: runc, Pull: "missing", CDIDirs: []string{t.TempDir()},
-		Args: []string{"--ulimit", "nofile=20000:20000", "--ulimit", "nproc=1000:1000"}}
-	imageOnce.Do(func() { imageErr = buildTestImage(cc) })
-	if imageErr != nil {
-		t.Fatal(imageErr)
-	}
-	return cc
-}
-
-func buildTestImage(cc ContainerConfig) error {
-	if exec.Command(cc.Podman, cc.global([]string{"image", "exists", testImage})...).Run() == nil {
-		return nil
-	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		return fmt.Errorf("no busybox: install Debian's busybox-static (scripts/test does)")
-	}
-	root, err := os.MkdirTemp("", "berth-image-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(root)
-	for _, d := range []string{"bin", "tmp", "proc", "sys", "dev", "etc"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			return err
-		}
-	}
-	b, err := os.ReadFile(bb)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755); err != nil {
-		return err
-	}
-	for _, c := range []string{"sh", "sleep", "cat", "env", "echo", "test", "touch", "head", "tr", "ls"} {
-		if err := os.Symlink("busybox", filepath.Join(root, "bin", c)); err != nil {
-			return err
-		}
-	}
-	cmd := exec.Command("sh", "-c", fmt.Sprintf("tar -C %s -c . | %s %s import - %s", root, cc.Podman, strings.Join(cc.global(nil), " "), testImage))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("podman import: %v: %s", err, out)
-	}
-	return nil
+	return ContainerConfig{Podman: podman, Runtime: ctrtest.Runtime, Pull: "missing", CDIDirs: []string{t.TempDir()}, Args: ctrtest.Args}
 }
 
 // containerAgent is a bare agent (no heartbeats) whose state is dir,
@@ -100,12 +48,7 @@ func containerAgent(t testing.TB, cc ContainerConfig, dir, boot string) *Agent {
 		t.Fatal(err)
 	}
 	// Whatever a failed test left: containers outlive the test process.
-	t.Cleanup(func() {
-		out, _ := exec.Command(cc.Podman, cc.global([]string{"ps", "--all", "--quiet", "--filter", "label=berth.state=" + dir})...).Output()
-		for _, id := range strings.Fields(string(out)) {
-			_ = cc.removeContainer(id, 0)
-		}
-	})
+	t.Cleanup(func() { ctrtest.Remove(cc.Podman, dir) })
 	return a
 }
 
@@ -114,9 +57,7 @@ func imageAlloc(id, script string) model.DesiredAlloc {
 		Workload: &model.Workload{Image: testImage, Command: []string{"sh", "-c", script}, Env: map[string]string{"MINE": "1"}}}
 }
 
-func containerExists(cc ContainerConfig, name string) bool {
-	return exec.Command(cc.Podman, cc.global([]string{"container", "exists", name})...).Run() == nil
-}
+func containerExists(cc ContainerConfig, name string) bool { return ctrtest.Exists(cc.Podman, name) }
 
 func waitFor(t testing.TB, what string, limit time.Duration, f func() bool) {
 	t.Helper()
@@ -361,12 +302,7 @@ func TestContainerJobRequeuesFromItsCheckpoint(t *testing.T) {
 	f := newFleetWith(t, func(c *server.Config) { c.Control.Sched.Storage.MinDeadline = 5 * time.Second })
 	f.ctr = &cc
 	n := f.startAgent("c-1", "")
-	defer func() {
-		out, _ := exec.Command(cc.Podman, cc.global([]string{"ps", "--all", "--quiet", "--filter", "label=berth.state=" + n.stateDir})...).Output()
-		for _, id := range strings.Fields(string(out)) {
-			_ = cc.removeContainer(id, 0)
-		}
-	}()
+	defer ctrtest.Remove(cc.Podman, n.stateDir)
 	ck := t.TempDir()
 	script := `echo "restore=${BERTH_RESTORE:-none}"; ` +
 		`trap 'echo "$BERTH_CHECKPOINT_DIR/step-9" > "$BERTH_ALLOC_DIR/checkpoint"; echo step-9 > "$BERTH_CHECKPOINT_DIR/step-9"; exit 0' TERM; ` +

@@ -22,5 +22,12 @@
 // with the allocation's GPUs visible, per-allocation capped logs and,
 // where the host delegates cgroup v2, cpu and memory limits. Stopping is
 // SIGTERM, then SIGKILL at the deadline and never before; an allocation
-// is reported exited only once no process of its group is left.
+// is reported exited only once no process of its group is left. The
+// container driver (container.go) runs a workload that names an image
+// with podman, a real OCI runtime on the node: the same shim, logs and
+// stop sequence, plus a named, labelled container that is removed before
+// its allocation is reported exited. Podman is called as a command, not
+// through its Go bindings: those pull in podman's whole tree and need a
+// socket service running, where the CLI is what every node already has
+// and what an operator debugs with.
 package agent

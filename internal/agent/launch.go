@@ -67,19 +67,13 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 		return a.failStart(p, 126, err)
 	}
 	env := a.allocEnv(d, dir, mig)
-	args := d.Workload.Command
-	_ = os.Remove(filepath.Join(dir, containerFile))
-	if d.Workload.Image != "" {
-		// The container driver: the shim runs podman, which enforces the
-		// limits itself (the agent's cgroup would hold only the client).
-		sp, err := a.containerSpec(d, dir, env, mig)
-		if err != nil {
-			return a.failStart(p, 126, err)
-		}
-		if err := writeContainerSpec(dir, sp); err != nil {
-			return a.failStart(p, 126, err)
-		}
-		p.ctr, p.ctrCfg, args = sp.Name, a.cfg.Container, nil
+	drv := a.driverFor(d.Workload)
+	args, err := drv.prepare(d, dir, env, mig)
+	if err != nil && !os.IsNotExist(err) {
+		return a.failStart(p, 126, err)
+	}
+	if p.ctr = drv.container(d.ID); p.ctr != "" {
+		p.ctrCfg = a.cfg.Container
 	}
 	cmd := exec.Command(shim, args...)
 	cmd.Dir = dir

@@ -71,6 +71,8 @@ type cluster struct {
 	members []*member
 	admin   string
 	mu      sync.Mutex
+	// agentArgs are more flags for every agent started.
+	agentArgs []string
 }
 
 // freePort picks a port outside the kernel's ephemeral range (where every

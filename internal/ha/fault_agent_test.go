@@ -88,7 +88,7 @@ func (c *cluster) startAgent(id, dir, boot string) *agentProc {
 	if boot != "" {
 		args = append(args, "--boot-id", boot)
 	}
-	p.cmd = exec.Command(berth, args...)
+	p.cmd = exec.Command(berth, append(args, c.agentArgs...)...)
 	p.cmd.Env = append(os.Environ(), "BERTH_TOKEN="+p.token)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	// Killed with the test process, however it ends.
