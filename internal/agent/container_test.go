@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,4 +363,45 @@ func TestContainerJobRequeuesFromItsCheckpoint(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestContainerDeploymentReady: an inference deployment whose replicas
+// name an image serves from a container: busybox's httpd on the node's
+// network, its address in $BERTH_ALLOC_DIR/addr, the HTTP readiness
+// check asked of it, and the deployment counts the replica ready only
+// then (what relocation's make-before-break waits for).
+func TestContainerDeploymentReady(t *testing.T) {
+	cc := podmanConfig(t)
+	f := newFleet(t)
+	f.ctr = &cc
+	n := f.startAgent("c-1", "")
+	defer ctrtest.Remove(cc.Podman, n.stateDir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	script := `trap 'exit 0' TERM; sleep 1; mkdir -p /www; echo ok > /www/healthz; ` +
+		`httpd -p "$ADDR" -h /www; echo "$ADDR" > "$BERTH_ALLOC_DIR/addr"; while :; do sleep 0.1; done`
+	req := api.DeploymentRequest{Name: "boxed", Model: "m", Team: "t", MinReplicas: 1, MaxReplicas: 1,
+		ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, Readiness: &model.Readiness{HTTP: "/healthz"},
+		Image: testImage, Command: []string{"sh", "-c", script}, Env: map[string]string{"ADDR": addr}}
+	if err := f.api.Do(context.Background(), "POST", "/v1/deployments", req, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the boxed replica ready", func() error {
+		if d := deployment(t, f, "boxed"); d.Ready != 1 {
+			return fmt.Errorf("ready %d, actual %d", d.Ready, d.Actual)
+		}
+		return nil
+	})
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the replica's server: %d", resp.StatusCode)
+	}
 }

@@ -70,7 +70,7 @@ func build(podman string) error {
 	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755); err != nil {
 		return err
 	}
-	for _, c := range []string{"sh", "sleep", "cat", "env", "echo", "test", "touch", "head", "tr", "ls", "httpd"} {
+	for _, c := range []string{"sh", "sleep", "cat", "env", "echo", "test", "touch", "head", "tr", "ls", "mkdir", "httpd"} {
 		if err := os.Symlink("busybox", filepath.Join(root, "bin", c)); err != nil {
 			return err
 		}
