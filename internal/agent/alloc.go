@@ -259,7 +259,10 @@ func (p *alloc) removeContainerLocked(grace time.Duration) {
 func (p *alloc) finishLocked(code int) {
 	p.state, p.exitCode = model.ActualExited, code
 	if st, ok := readShimStatus(p.dir); ok {
-		p.oom, p.startErr = st.OOMKilled, st.Error
+		p.oom = st.OOMKilled
+		if st.Error != "" {
+			p.startErr = st.Error
+		}
 	}
 	p.checkpoint = readCheckpoint(p.dir)
 	// The exit record first, then the pid file goes: an agent restarted

@@ -107,27 +107,28 @@ func (a *Agent) containerSpec(d model.DesiredAlloc, dir string, env []string, mi
 	if d.MemoryMiB > 0 {
 		run = append(run, "--memory", strconv.FormatInt(d.MemoryMiB, 10)+"m")
 	}
-	mounts := []string{dir}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return sp, err
+	}
+	mounts := [][2]string{{abs, abs}}
 	if d.CheckpointDir != "" {
-		if err := os.MkdirAll(d.CheckpointDir, 0o755); err != nil {
-			return sp, fmt.Errorf("checkpoint directory for the container: %w", err)
+		host, err := a.mountable(d.CheckpointDir)
+		if err != nil {
+			return sp, err
 		}
-		mounts = append(mounts, d.CheckpointDir)
+		mounts = append(mounts, [2]string{host, filepath.Clean(d.CheckpointDir)})
 	}
 	if d.GPUMilli > 0 && mig == nil {
 		// A share runs under MPS: the control daemon's pipes, and its
 		// shared memory, are the host's.
 		if st, err := os.Stat(mpsPipeDir); err == nil && st.IsDir() {
-			mounts = append(mounts, mpsPipeDir)
+			mounts = append(mounts, [2]string{mpsPipeDir, mpsPipeDir})
 		}
 		run = append(run, "--ipc", "host")
 	}
 	for _, m := range mounts {
-		abs, err := filepath.Abs(m)
-		if err != nil {
-			return sp, err
-		}
-		run = append(run, "--volume", abs+":"+abs+":rw")
+		run = append(run, "--volume", m[0]+":"+m[1]+":rw")
 	}
 	devs, err := a.cdiDevices(d.GPUs, mig)
 	if err != nil {
@@ -146,6 +147,57 @@ func (a *Agent) containerSpec(d model.DesiredAlloc, dir string, env []string, mi
 	sp.Run = append(run, d.Workload.Command...)
 	return sp, nil
 }
+
+// mountable checks a job's checkpoint directory before it is bound into
+// the job's container, read-write, and returns the host directory to
+// bind (symlinks resolved). The path is the job's to choose, and a
+// container runs as root unless the image says otherwise: the root, a
+// system tree or the agent's own state (other allocations' records,
+// environments included) would hand it the node. An exec workload runs
+// as the agent's user and could write there anyway; a container is what
+// a platform expects to be fenced in.
+func (a *Agent) mountable(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("checkpoint directory %q: must be an absolute path to be mounted into a container", p)
+	}
+	state, err := filepath.EvalSymlinks(a.state.path)
+	if err != nil {
+		return "", err
+	}
+	check := func(q string) error {
+		if q == "/" {
+			return fmt.Errorf("checkpoint directory %s: not mounted into a container: it is the root", p)
+		}
+		if within(q, state) || within(state, q) {
+			return fmt.Errorf("checkpoint directory %s: not mounted into a container: it is or holds the agent's state directory %s", p, state)
+		}
+		for _, sys := range systemDirs {
+			if within(q, sys) {
+				return fmt.Errorf("checkpoint directory %s: not mounted into a container: %s is a system directory", p, sys)
+			}
+		}
+		return nil
+	}
+	// The path as given first, so that a refused one is not created.
+	if err := check(filepath.Clean(p)); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return "", fmt.Errorf("checkpoint directory for the container: %w", err)
+	}
+	host, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint directory %s: %w", p, err)
+	}
+	return host, check(host)
+}
+
+// systemDirs are never bound into a container.
+var systemDirs = []string{"/proc", "/sys", "/dev", "/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+	"/run", "/var/run", "/var/lib/containers", "/var/lib/kubelet", "/root"}
+
+// within says whether p is dir or inside it.
+func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 // mpsPipeDir is where the MPS control daemon listens by default.
 const mpsPipeDir = "/tmp/nvidia-mps"

@@ -405,3 +405,40 @@ func TestContainerDeploymentReady(t *testing.T) {
 		t.Fatalf("the replica's server: %d", resp.StatusCode)
 	}
 }
+
+// TestContainerMountsFenced: a job's checkpoint path is its own to
+// choose, and it is bound into its container read-write: the root, a
+// system directory, the agent's state (or a directory holding it), a
+// symlink to any of them and a relative path are refused, each a start
+// failure that says which path and why.
+func TestContainerMountsFenced(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	a := containerAgent(t, ContainerConfig{Podman: "podman", Pull: "missing", CDIDirs: []string{}}, state, "")
+	defer a.Close()
+	link := filepath.Join(dir, "innocent")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct{ path, want string }{
+		{"/", "the root"},
+		{"/etc/berth", "/etc is a system directory"},
+		{"/proc/self", "/proc is a system directory"},
+		{link, "/etc is a system directory"},
+		{dir, "agent's state directory"},
+		{filepath.Join(state, "allocs", "x"), "agent's state directory"},
+		{"relative/ck", "must be an absolute path"},
+	} {
+		id := fmt.Sprintf("m%d", i)
+		d := imageAlloc(id, "true")
+		d.CheckpointDir = c.path
+		p := a.launch(d)
+		<-p.done
+		if got := p.actual(); got.ExitCode != 126 || !strings.Contains(got.StartError, c.want) {
+			t.Errorf("checkpoint dir %s: %+v: want exit 126 and %q", c.path, got, c.want)
+		}
+	}
+	if _, err := os.Stat("/etc/berth"); err == nil {
+		t.Error("the refused /etc/berth was created on the host")
+	}
+}

@@ -137,6 +137,7 @@ func (a *Agent) failStart(p *alloc, code int, err error) *alloc {
 	a.log.Error("allocation failed to start", "alloc", p.id, "err", err)
 	p.note("failed to start: %v", err)
 	p.mu.Lock()
+	p.startErr = err.Error()
 	p.finishLocked(code)
 	p.mu.Unlock()
 	return p
