@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +441,30 @@ func TestContainerMountsFenced(t *testing.T) {
 	}
 	if _, err := os.Stat("/etc/berth"); err == nil {
 		t.Error("the refused /etc/berth was created on the host")
+	}
+}
+
+// TestContainerPullFailureFailsTheJob: through the server, a job whose
+// image cannot be pulled fails once, with the image and the reason in
+// its history: no retry loop.
+func TestContainerPullFailureFailsTheJob(t *testing.T) {
+	cc := podmanConfig(t)
+	f := newFleet(t)
+	f.ctr = &cc
+	n := f.startAgent("c-1", "")
+	defer ctrtest.Remove(cc.Podman, n.stateDir)
+	acc, err := f.api.SubmitJob(t.Context(), api.JobRequest{Name: "nopull", Team: "t", GPUs: 1, Topology: "node",
+		Image: "127.0.0.1:1/berth-test/absent:1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := f.waitState(acc.JobID, model.JobFailed)
+	if !slices.ContainsFunc(j.History, func(e model.Event) bool {
+		return e.Event == "start_failed" && strings.Contains(e.Detail, "pulling image 127.0.0.1:1/berth-test/absent:1 failed")
+	}) {
+		t.Errorf("history does not say the pull failed: %v", j.History)
+	}
+	if len(j.Ran) != 1 {
+		t.Errorf("ran %d times, want once", len(j.Ran))
 	}
 }
