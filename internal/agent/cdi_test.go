@@ -41,3 +41,20 @@ func TestCDIDevices(t *testing.T) {
 		t.Fatalf("a MIG instance not in the spec: %v", err)
 	}
 }
+
+// TestCDIMIGByIndex: a MIG instance the spec names by index (<gpu>:<n>)
+// is found by its place on its GPU.
+func TestCDIMIGByIndex(t *testing.T) {
+	a := bareAgentWith(t, gpu.FakeConfig{GPUs: 2, MIG: map[int][]int{1: {3, 2, 2}}})
+	dir := t.TempDir()
+	a.cfg.Container.CDIDirs = []string{dir}
+	spec := "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: \"0\"\n- name: \"1:0\"\n- name: \"1:1\"\n- name: \"1:2\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "nvidia.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := a.inv.Devices[1].MIG[1]
+	devs, err := a.cdiDevices(0b10, &second)
+	if err != nil || !slices.Equal(devs, []string{"nvidia.com/gpu=1:1"}) {
+		t.Fatalf("MIG instance 1 of GPU 1: %v, %v", devs, err)
+	}
+}

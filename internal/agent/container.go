@@ -205,7 +205,8 @@ const mpsPipeDir = "/tmp/nvidia-mps"
 // cdiDevices names the allocation's GPUs (or its MIG instance) as CDI
 // devices, when a CDI spec on this node lists them: the NVIDIA Container
 // Toolkit writes one (nvidia-ctk cdi generate). Names by UUID are taken
-// first (stable when GPUs renumber), then by index. Without a spec the
+// first (stable when GPUs renumber), then by index (<gpu>, or
+// <gpu>:<instance> for MIG). Without a spec the
 // container gets only NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES (the
 // fake backend; a runtime hook that reads them). With a spec that lacks
 // one of the GPUs, the start fails: running on the wrong GPUs, or on
@@ -224,10 +225,19 @@ func (a *Agent) cdiDevices(m model.GPUMask, mig *gpu.MIGInstance) ([]string, err
 		return "", false
 	}
 	if mig != nil {
-		if dev, ok := pick(mig.UUID); ok {
+		// By index, a MIG device is <gpu>:<its index on that GPU>.
+		byIndex := ""
+		if g := gpuIndex(m); g < len(a.inv.Devices) {
+			for i, mi := range a.inv.Devices[g].MIG {
+				if mi.UUID == mig.UUID {
+					byIndex = fmt.Sprintf("%d:%d", g, i)
+				}
+			}
+		}
+		if dev, ok := pick(mig.UUID, byIndex); ok {
 			return []string{dev}, nil
 		}
-		return nil, fmt.Errorf("the CDI spec names no device %s (MIG instance %s): regenerate it (nvidia-ctk cdi generate --device-name-strategy=uuid)", mig.UUID, mig.Profile())
+		return nil, fmt.Errorf("the CDI spec names no device %s (MIG instance %s): regenerate it (nvidia-ctk cdi generate)", mig.UUID, mig.Profile())
 	}
 	var out []string
 	for i := range model.MaxGPUsPerNode {
