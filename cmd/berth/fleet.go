@@ -102,7 +102,7 @@ func newDeployCmd() *cobra.Command {
 	f.IntVar(&req.MaxReplicas, "max", 1, "most replicas the autoscaler may ask for")
 	f.IntVar(&desired, "desired", 0, "replicas wanted now (default: min)")
 	f.IntVar(&req.Priority, "priority", 0, "priority among deployments")
-	f.StringVar(&req.Image, "image", "", "OCI image to run the command in (the agent runs it with podman; without --command, the image's entrypoint)")
+	f.StringVar(&req.Image, "image", "", "OCI image to run the command in (the agent runs it with podman; with no command after --, the image's entrypoint)")
 	var readyHTTP string
 	var readyCmd []string
 	f.StringVar(&readyHTTP, "ready-http", "", "readiness check: a path asked of the address the replica writes to $BERTH_ALLOC_DIR/addr (/healthz), or an http:// URL; 2xx-3xx is ready")

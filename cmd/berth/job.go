@@ -139,7 +139,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.BoolVar(&req.Preemptible, "preemptible", false, "may be preempted (needs a checkpoint)")
 	f.StringVar(&ckpt.Path, "checkpoint-path", "", "where the job checkpoints ($BERTH_CHECKPOINT_DIR)")
 	f.Var(bytesFlag{&ckpt.Bytes}, "checkpoint-bytes", "checkpoint size (50e9, 50GB, 46.5GiB); sets the preemption deadline")
-	f.StringVar(&req.Image, "image", "", "OCI image to run the command in (the agent runs it with podman; without --command, the image's entrypoint)")
+	f.StringVar(&req.Image, "image", "", "OCI image to run the command in (the agent runs it with podman; with no command after --, the image's entrypoint)")
 	f.StringArrayVar(&env, "env", nil, "NAME=value for the job's environment (repeatable)")
 	f.StringVar(&key, "idempotency-key", "", "retry-safe submit: the same key returns the same job")
 	out.add(cmd)

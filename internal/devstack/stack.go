@@ -39,8 +39,10 @@ type Config struct {
 	// (the control plane's default, 30 s, when zero).
 	HistoryEvery time.Duration
 	// Berth is the berth binary the demo workloads run (`berth workload`).
-	Berth  string
-	Logger *slog.Logger
+	Berth string
+	// Container is how the agents run jobs that name an image (podman).
+	Container agent.ContainerConfig
+	Logger    *slog.Logger
 }
 
 // Validate names the flag that is wrong.
@@ -176,7 +178,7 @@ func (s *Stack) startAgent(ctx, actx context.Context, id, pod, pool string) erro
 	}
 	a, err := agent.New(agent.Config{Servers: []string{s.Addr}, Token: tok, NodeID: id, Pod: pod, Pool: pool, StateDir: state, Backend: b,
 		Interval: s.cfg.Interval, CPUMilli: int64(s.cfg.GPUsPerNode) * 16000, MemoryMiB: int64(s.cfg.GPUsPerNode) * 256 * 1024,
-		OrphanGrace: 5 * time.Second, Logger: s.cfg.Logger.With("agent", id)})
+		OrphanGrace: 5 * time.Second, Container: s.cfg.Container, Logger: s.cfg.Logger.With("agent", id)})
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", id, err)
 	}
