@@ -239,6 +239,10 @@ func (p *alloc) removeContainerLocked(grace time.Duration) {
 		return
 	}
 	p.ctrRm = true
+	if st, ok := readShimStatus(p.dir); ok && st.Removed && !p.killSent {
+		p.ctrGone = true // the shim saw it end and removed it
+		return
+	}
 	go func() {
 		for {
 			err := p.ctrCfg.removeContainer(p.ctr, grace)

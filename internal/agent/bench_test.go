@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/berthsched/berth/internal/model"
 )
 
 // BenchmarkCooperativeStop: start a process, SIGTERM it, see its group
@@ -41,4 +43,26 @@ func BenchmarkKillAtDeadline(b *testing.B) {
 		n++
 	}
 	b.ReportMetric(float64(late.Microseconds())/float64(n)/1000, "late-ms")
+}
+
+// BenchmarkRunToExit is a workload that exits at once, from launch to
+// its exit recorded: what a driver adds to every start. For a container,
+// the pull check, podman run, the OOM check and the removal.
+func BenchmarkRunToExit(b *testing.B) {
+	b.Run("exec", func(b *testing.B) {
+		a := bareAgent(b)
+		for i := 0; b.Loop(); i++ {
+			p := a.launch(model.DesiredAlloc{ID: "x" + strconv.Itoa(i), OwnerKind: model.OwnerTraining, OwnerID: "j", GPUs: 1,
+				Workload: &model.Workload{Command: []string{"/bin/true"}}})
+			<-p.done
+		}
+	})
+	b.Run("container", func(b *testing.B) {
+		a := containerAgent(b, podmanConfig(b), b.TempDir(), "")
+		defer a.Close()
+		for i := 0; b.Loop(); i++ {
+			p := a.launch(imageAlloc("c"+strconv.Itoa(i), "true"))
+			<-p.done
+		}
+	})
 }

@@ -85,17 +85,32 @@ type containerSpec struct {
 	Pull     string   `json:"pull"`
 	AuthFile string   `json:"authfile,omitempty"`
 	Run      []string `json:"run"` // podman run ... -- image command...
+	PidFile  string   `json:"pid_file"`
 }
+
+// ctrPidFile is where podman writes the container's main process id.
+const ctrPidFile = ".berth-container-pid"
 
 // containerSpec builds the podman run for an allocation: exactly its
 // GPUs, its CPU and memory, its directories, berth's variables.
 func (a *Agent) containerSpec(d model.DesiredAlloc, dir string, env []string, mig *gpu.MIGInstance) (containerSpec, error) {
 	c := a.cfg.Container
-	sp := containerSpec{Podman: c.Podman, Name: containerName(d.ID), Image: d.Workload.Image, Pull: c.Pull, AuthFile: c.AuthFile}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return containerSpec{}, err
+	}
+	sp := containerSpec{Podman: c.Podman, Name: containerName(d.ID), Image: d.Workload.Image, Pull: c.Pull, AuthFile: c.AuthFile,
+		PidFile: filepath.Join(abs, ctrPidFile)}
 	if c.Runtime != "" {
 		sp.Global = []string{"--runtime", c.Runtime}
 	}
 	run := []string{"run", "--name", sp.Name,
+		// A launch cut short (the agent died before the pid was written)
+		// may have left a container of this name: it is replaced.
+		"--replace",
+		// The container's main process, for the OOM watch: a file, not
+		// a podman inspect every few milliseconds.
+		"--pidfile", filepath.Join(abs, ctrPidFile),
 		"--label", "berth.alloc=" + d.ID, "--label", "berth.node=" + a.cfg.NodeID, "--label", "berth.state=" + a.state.path,
 		// The node's network: NCCL and the readiness check see the
 		// workload where they would see an exec workload.
@@ -106,10 +121,6 @@ func (a *Agent) containerSpec(d model.DesiredAlloc, dir string, env []string, mi
 	}
 	if d.MemoryMiB > 0 {
 		run = append(run, "--memory", strconv.FormatInt(d.MemoryMiB, 10)+"m")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return sp, err
 	}
 	mounts := [][2]string{{abs, abs}}
 	if d.CheckpointDir != "" {
@@ -369,9 +380,6 @@ func runContainer(sp containerSpec) shimStatus {
 			return fail("pulling image %s failed: %s", sp.Image, lastLine(out, err))
 		}
 	}
-	// A launch cut short (the agent died before the pid was written) may
-	// have left a container of this name.
-	_ = podman("rm", "--force", "--ignore", "--time", "0", sp.Name).Run()
 	cmd := podman(sp.Run...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -379,7 +387,8 @@ func runContainer(sp containerSpec) shimStatus {
 	}
 	exited := make(chan struct{})
 	oomSeen := make(chan bool, 1)
-	go func() { oomSeen <- watchOOM(podman, sp.Name, exited) }()
+	_ = os.Remove(sp.PidFile)
+	go func() { oomSeen <- watchOOM(sp.PidFile, exited) }()
 	_ = cmd.Wait()
 	close(exited)
 	st := shimStatus{ExitCode: exitCode(cmd.ProcessState), OOMKilled: <-oomSeen}
@@ -389,7 +398,7 @@ func runContainer(sp containerSpec) shimStatus {
 	if st.OOMKilled {
 		fmt.Fprintf(os.Stderr, "[berth agent] the container was killed for memory: it used more than its limit\n")
 	}
-	_ = podman("rm", "--force", "--ignore", "--time", "0", sp.Name).Run()
+	st.Removed = podman("rm", "--force", "--ignore", "--time", "0", sp.Name).Run() == nil
 	return st
 }
 
@@ -425,7 +434,7 @@ func readContainerSpec(dir string) (containerSpec, bool) {
 // Podman's own State.OOMKilled is not set everywhere (cgroup v1 with
 // runc): the counter is the kernel's word. The cgroup goes with the
 // container, so it is read while the container runs.
-func watchOOM(podman func(...string) *exec.Cmd, name string, exited <-chan struct{}) bool {
+func watchOOM(pidFile string, exited <-chan struct{}) bool {
 	var files []string
 	for len(files) == 0 {
 		select {
@@ -433,12 +442,10 @@ func watchOOM(podman func(...string) *exec.Cmd, name string, exited <-chan struc
 			return false
 		case <-time.After(20 * time.Millisecond):
 		}
-		out, err := podman("inspect", "--format", "{{.State.Pid}}", name).Output()
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-		if err != nil || pid <= 0 {
-			continue
+		b, _ := os.ReadFile(pidFile)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			files = memoryCounters(pid)
 		}
-		files = memoryCounters(pid)
 	}
 	for {
 		for _, f := range files {

@@ -33,6 +33,8 @@ type shimStatus struct {
 	// OOMKilled: the kernel killed the container for exceeding its
 	// memory limit.
 	OOMKilled bool `json:"oom_killed,omitempty"`
+	// Removed: the shim removed the container it ran.
+	Removed bool `json:"removed,omitempty"`
 }
 
 // MaybeShim runs the shim and exits when this process was started as one;
