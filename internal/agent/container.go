@@ -99,7 +99,12 @@ func (a *Agent) containerSpec(d model.DesiredAlloc, dir string, env []string, mi
 	if err != nil {
 		return containerSpec{}, err
 	}
-	sp := containerSpec{Podman: c.Podman, Name: containerName(d.ID), Image: d.Workload.Image, Pull: c.Pull, AuthFile: c.AuthFile,
+	// Found with the agent's PATH: the shim runs with the job's.
+	podman, err := exec.LookPath(c.Podman)
+	if err != nil {
+		return containerSpec{}, fmt.Errorf("the workload names image %s, and podman (%s) is not on this node: %w", d.Workload.Image, c.Podman, err)
+	}
+	sp := containerSpec{Podman: podman, Name: containerName(d.ID), Image: d.Workload.Image, Pull: c.Pull, AuthFile: c.AuthFile,
 		PidFile: filepath.Join(abs, ctrPidFile)}
 	if c.Runtime != "" {
 		sp.Global = []string{"--runtime", c.Runtime}
@@ -148,9 +153,14 @@ func (a *Agent) containerSpec(d model.DesiredAlloc, dir string, env []string, mi
 	for _, dev := range devs {
 		run = append(run, "--device", dev)
 	}
+	seen := map[string]bool{}
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(passEnv, k) {
+		// The agent's own PATH, HOME, ... are not the image's; the job's
+		// (its env may set them) are.
+		_, mine := d.Workload.Env[k]
+		if !seen[k] && (mine || !slices.Contains(passEnv, k)) {
+			seen[k] = true
 			run = append(run, "--env", k) // the value from podman's environment
 		}
 	}

@@ -89,6 +89,7 @@ func TestContainerGPUsLimitsLogs(t *testing.T) {
 		`echo "cpu=$(cat /sys/fs/cgroup/cpu.max /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null)"; `+
 		`echo written > "$BERTH_CHECKPOINT_DIR/probe"; echo to-stderr >&2; exit 3`)
 	d.CPUMilli, d.MemoryMiB, d.CheckpointDir, d.Restore = 500, 64, ck, filepath.Join(ck, "step-3")
+	d.Workload.Env["PATH"] = "/bin:/job/bin" // the job's own PATH, without podman's directory
 	p := a.launch(d)
 	select {
 	case <-p.done:
@@ -100,7 +101,7 @@ func TestContainerGPUsLimitsLogs(t *testing.T) {
 	}
 	out, errs := readAllocLog(a, "c1"), readLog2(a, "c1", "stderr.log")
 	for _, want := range []string{"CUDA_VISIBLE_DEVICES=5,7\n", "NVIDIA_VISIBLE_DEVICES=5,7\n", "BERTH_JOB_ID=job-c1\n", "BERTH_ALLOC_ID=c1\n",
-		"BERTH_GPUS=2\n", "BERTH_RESTORE=" + filepath.Join(ck, "step-3") + "\n", "BERTH_CHECKPOINT_DIR=" + ck + "\n", "MINE=1\n",
+		"BERTH_GPUS=2\n", "BERTH_RESTORE=" + filepath.Join(ck, "step-3") + "\n", "BERTH_CHECKPOINT_DIR=" + ck + "\n", "MINE=1\n", "PATH=/bin:/job/bin\n",
 		"mem=67108864\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("container output lacks %q:\n%s", want, out)
