@@ -548,7 +548,7 @@ checkpoint:
 			t.Fatal("an earlier subtest did not submit the jobs this one needs")
 		}
 		// 22 of 24 GPUs run; no node has 8 free.
-		big = submitted(t, s.mustCLI(t, "job", "submit", "--name", "big", "--team", "t", "--gpus", "8", "--", "sleep", "600"))
+		big = submitted(t, s.mustCLI(t, "job", "submit", "--name", "big", "--team", "t", "--gpus", "8", "--image", "registry.example/train:v1", "--", "./train", "600"))
 		jb := s.waitJob(t, big, "pending with a reason", func(j api.Job) error {
 			if j.State != model.JobPending || j.PendingReason == nil || j.PendingReason.Message == "" {
 				return fmt.Errorf("state %s, reason %+v", j.State, j.PendingReason)
@@ -666,10 +666,13 @@ checkpoint:
 		}
 		out = s.mustCLI(t, "job", "show", big)
 		jb := s.job(t, big)
-		for _, want := range []string{"8 GPUs, topology node", "state", "pending", "why pending", "submitted"} {
+		for _, want := range []string{"8 GPUs, topology node", "image", "registry.example/train:v1 (a container)", "state", "pending", "why pending", "submitted"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("job show %s lacks %q:\n%s", big, want, out)
 			}
+		}
+		if w := jb.Workload; w == nil || len(w.Command) == 0 || w.Command[0] != "./train" {
+			t.Errorf("a relative command inside an image was rewritten to a path on the client: %+v", w)
 		}
 		if jb.PendingReason != nil && !strings.Contains(out, jb.PendingReason.Message) {
 			// The reason can change between the two reads; a second look decides.

@@ -104,7 +104,9 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 				}
 				req.Env[k] = v
 			}
-			req.Command = absCommand(req.Command)
+			if req.Image == "" { // inside an image, a relative path is the image's
+				req.Command = absCommand(req.Command)
+			}
 			c, err := conn.client()
 			if err != nil {
 				return err
@@ -316,6 +318,9 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 				}
 				fmt.Fprintf(tw, "submitted by\t%s\n", dash(j.Owner))
 				fmt.Fprintf(tw, "shape\t%s, topology %s\n", countGPUs(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
+				if w := j.Workload; w != nil && w.Image != "" {
+					fmt.Fprintf(tw, "image\t%s (a container)\n", api.Escape(w.Image))
+				}
 				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
 				if j.Compacted {
 					fmt.Fprintf(tw, "compacted\tfinished %s ago, past the server's job retention: read from its usage record (%.1f GPU-hours, waited %s)\n",
