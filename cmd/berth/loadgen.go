@@ -87,6 +87,9 @@ server you started for the purpose (it submits jobs and registers nodes):
 			fmt.Fprintf(out, "%-28s %.0f/s sustained (%d sent, %d failed, %d not sent with every sender busy, %s)\n", "heartbeats", r.Rate(), r.Sent, r.Failed, r.Dropped, r.Duration.Round(time.Millisecond))
 			loadgen.Report(out, "heartbeat round trip", r.Latency)
 			loadgen.Report(out, "heartbeat-to-decision lag", r.Lag)
+			if r.LagStopped != "" {
+				fmt.Fprintf(out, "%-28s %s\n", "lag probes stopped", r.LagStopped)
+			}
 			return nil
 		},
 	}

@@ -26,6 +26,9 @@ type HeartbeatResult struct {
 	// Lag is heartbeat-to-decision: from the heartbeat that reports an
 	// allocation exited to the job waiting for its GPUs being bound.
 	Lag Latencies
+	// LagStopped says why the probes stopped before the run ended ("" if
+	// they did not): a figure of 0 probes must say why.
+	LagStopped string
 }
 
 // Rate is heartbeats per second achieved.
@@ -61,8 +64,15 @@ func Heartbeats(ctx context.Context, c *client.Client, n, perPod int, interval, 
 			mu.Unlock()
 		}()
 	}
-	lagCh := make(chan []time.Duration, 1)
-	go func() { lagCh <- probeLag(ctx, c) }()
+	type lagged struct {
+		d   []time.Duration
+		why string
+	}
+	lagCh := make(chan lagged, 1)
+	go func() {
+		d, why := probeLag(ctx, c)
+		lagCh <- lagged{d, why}
+	}()
 	t0 := time.Now()
 	// Each tick sends what the schedule owes by now: n nodes per
 	// interval, evenly, however coarse the ticker is.
@@ -92,48 +102,59 @@ loop:
 	wg.Wait()
 	res.Duration = time.Since(t0)
 	res.Latency = summarize(lat)
-	res.Lag = summarize(<-lagCh)
+	l := <-lagCh
+	res.Lag, res.LagStopped = summarize(l.d), l.why
 	return res, nil
 }
 
 // probeLag measures heartbeat-to-decision once a second: a 1-GPU probe
 // node runs job A while job B waits for that GPU; the node reports A
-// exited, and the lag runs until B is bound.
-func probeLag(ctx context.Context, c *client.Client) []time.Duration {
+// exited, and the lag runs until B is bound. It retries a busy leader's
+// 503 as an agent would, and says why it stopped if it stopped early.
+func probeLag(ctx context.Context, c *client.Client) ([]time.Duration, string) {
 	// A model of its own per run: the other load asks for H100, so nothing
 	// else lands there.
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	probe := api.Heartbeat{NodeID: "lg-probe-" + run, BootEpoch: 1, Pod: "lg-probe", Model: "PROBE-" + run, GPUs: 1, CPUMilli: 1000, MemoryMiB: 1024}
-	if _, err := c.Heartbeat(ctx, probe); err != nil {
-		return nil
+	if err := registerOne(ctx, c, probe); err != nil {
+		return nil, "registering the probe node: " + err.Error()
 	}
-	submit := func(name string) string {
+	submit := func(name string) (string, error) {
 		acc, err := c.SubmitJob(ctx, api.JobRequest{Name: name, GPUs: 1, Topology: "node", GPUModel: probe.Model, Command: []string{"true"}}, "")
-		if err != nil {
-			return ""
+		return acc.JobID, err
+	}
+	stopped := func(what string, err error) string {
+		if ctx.Err() != nil {
+			return "" // the run ended
 		}
-		return acc.JobID
+		return what + ": " + err.Error()
 	}
 	var out []time.Duration
-	running := submit("probe-0")
+	running, err := submit("probe-0")
+	if err != nil {
+		return out, stopped("submitting the first probe job", err)
+	}
 	for k := 1; ctx.Err() == nil; k++ {
-		if running == "" || waitRunning(ctx, c, running, 5*time.Millisecond, 10*time.Second) != nil {
-			return out
+		if err := waitRunning(ctx, c, running, 5*time.Millisecond, 10*time.Second); err != nil {
+			return out, stopped("probe job "+running+" not running", err)
 		}
-		next := submit(fmt.Sprintf("probe-%d", k))
+		next, err := submit(fmt.Sprintf("probe-%d", k))
+		if err != nil {
+			return out, stopped("submitting a probe job", err)
+		}
 		j, err := c.Job(ctx, running)
-		if err != nil || len(j.Allocations) == 0 || next == "" {
-			return out
+		if err != nil || len(j.Allocations) == 0 {
+			return out, stopped("reading probe job "+running, fmt.Errorf("%v (%d allocations)", err, len(j.Allocations)))
 		}
 		time.Sleep(200 * time.Millisecond) // let B settle into the queue
 		rep := probe
 		rep.Allocations = []model.ActualAlloc{{ID: j.Allocations[0].ID, State: model.ActualExited}}
 		t0 := time.Now()
-		if _, err := c.Heartbeat(ctx, rep); err != nil {
-			return out
+		if err := registerOne(ctx, c, rep); err != nil {
+			return out, stopped("the probe node's heartbeat", err)
 		}
-		if waitRunning(ctx, c, next, 2*time.Millisecond, 10*time.Second) != nil {
-			return out
+		if err := waitRunning(ctx, c, next, 2*time.Millisecond, 10*time.Second); err != nil {
+			return out, stopped("probe job "+next+" not bound", err)
 		}
 		out = append(out, time.Since(t0))
 		running = next
@@ -142,5 +163,5 @@ func probeLag(ctx context.Context, c *client.Client) []time.Duration {
 		case <-time.After(time.Second):
 		}
 	}
-	return out
+	return out, ""
 }

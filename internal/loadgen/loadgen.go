@@ -232,17 +232,20 @@ func Bind(ctx context.Context, c *client.Client, samples int, pollEvery time.Dur
 
 func waitRunning(ctx context.Context, c *client.Client, id string, every, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	state, last := model.JobState(""), error(nil)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		// A read that fails (a busy server) is tried again: the figure
+		// is when the job runs, not whether one read got through.
 		j, err := c.Job(ctx, id)
-		if err != nil {
-			return err
-		}
-		if j.State == model.JobRunning {
-			return nil
+		if last = err; err == nil {
+			if j.State == model.JobRunning {
+				return nil
+			}
+			state = j.State
 		}
 		time.Sleep(every)
 	}
-	return fmt.Errorf("job %s not running after %s", id, limit)
+	return fmt.Errorf("job %s not running after %s (state %q, last read error %v)", id, limit, state, last)
 }
 
 // Report prints a figure.
