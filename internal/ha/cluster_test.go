@@ -169,17 +169,30 @@ func tryCluster(t *testing.T) (*cluster, error) {
 			c.kill(m)
 		}
 	})
-	c.eventually("admin token saved by the first leader", 60*time.Second, func() error {
+	c.waitAdminToken(60 * time.Second)
+	c.waitLeader(nil, 30*time.Second)
+	return c, nil
+}
+
+// waitAdminToken waits for the admin token the first leader saves in its
+// data dir. A token counts once it is whole and the server it came from
+// knows it: read while the file was being written (it was not written
+// atomically then), an empty token failed every request with 401 for good,
+// and the cluster looked leaderless for the whole test.
+func (c *cluster) waitAdminToken(limit time.Duration) {
+	c.t.Helper()
+	c.eventually("admin token saved by the first leader", limit, func() error {
 		for _, m := range c.members {
-			if b, err := os.ReadFile(filepath.Join(m.dir, "admin.token")); err == nil {
-				c.admin = strings.TrimSpace(string(b))
-				return nil
+			b, err := os.ReadFile(filepath.Join(m.dir, "admin.token"))
+			if tok := strings.TrimSpace(string(b)); err == nil && tok != "" {
+				if st, _, _, err := request(m.api, tok, http.MethodGet, "/v1/nodes", nil); err == nil && st == 200 {
+					c.admin = tok
+					return nil
+				}
 			}
 		}
 		return fmt.Errorf("no admin.token yet")
 	})
-	c.waitLeader(nil, 30*time.Second)
-	return c, nil
 }
 
 func (c *cluster) start(m *member, initial string) {

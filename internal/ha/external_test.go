@@ -119,15 +119,7 @@ func TestExternalEtcd(t *testing.T) {
 			c.kill(m)
 		}
 	})
-	c.eventually("admin token", 60*time.Second, func() error {
-		for _, m := range c.members {
-			if b, err := os.ReadFile(filepath.Join(m.dir, "admin.token")); err == nil {
-				c.admin = strings.TrimSpace(string(b))
-				return nil
-			}
-		}
-		return fmt.Errorf("none yet")
-	})
+	c.waitAdminToken(60 * time.Second)
 	leader, fence, _ := c.waitLeader(nil, 30*time.Second)
 	var follower *member
 	for _, m := range c.members {

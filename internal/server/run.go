@@ -147,7 +147,26 @@ func SaveToken(path, secret string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(path, []byte(strings.TrimSpace(secret)+"\n"), 0o600)
+	// Whole or not at all: a script (or a test) that waits for the file
+	// must never read it empty or cut short. Written beside it, synced,
+	// then renamed over it.
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".admin-token-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(strings.TrimSpace(secret) + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // advertise is the server's URL as others reach it.
