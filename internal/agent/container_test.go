@@ -469,3 +469,82 @@ func TestContainerPullFailureFailsTheJob(t *testing.T) {
 		t.Errorf("ran %d times, want once", len(j.Ran))
 	}
 }
+
+// TestContainerReplicaRelocates: relocation works unchanged for images.
+// Two 8-GPU nodes each hold one boxed replica (of two deployments) and
+// nothing else; an 8-GPU job fits on neither until defragmentation moves
+// one replica: its new container starts on the other node, passes its
+// HTTP check there, and only then is the old one stopped (make before
+// break); the job then runs. Each copy finds its own port: the fake
+// nodes share this host's network.
+func TestContainerReplicaRelocates(t *testing.T) {
+	cc := podmanConfig(t)
+	f := newFleet(t)
+	f.ctr = &cc
+	na, nb := f.startAgent("c-a", ""), f.startAgent("c-b", "")
+	defer ctrtest.Remove(cc.Podman, na.stateDir)
+	defer ctrtest.Remove(cc.Podman, nb.stateDir)
+	script := `trap 'exit 0' TERM; mkdir -p /www; echo ok > /www/healthz; P=$((20000 + RANDOM % 20000)); ` +
+		`until httpd -p 127.0.0.1:$P -h /www; do P=$((20000 + RANDOM % 20000)); done; ` +
+		`echo 127.0.0.1:$P > "$BERTH_ALLOC_DIR/addr"; while :; do sleep 0.1; done`
+	deployBoxed := func(name string) {
+		req := api.DeploymentRequest{Name: name, Model: "m", Team: "t", MinReplicas: 1, MaxReplicas: 1,
+			ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, Readiness: &model.Readiness{HTTP: "/healthz"},
+			Image: testImage, Command: []string{"sh", "-c", script}}
+		if err := f.api.Do(context.Background(), "POST", "/v1/deployments", req, nil); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, name+" ready", func() error {
+			if d := deployment(t, f, name); d.Ready != 1 {
+				return fmt.Errorf("ready %d, actual %d", d.Ready, d.Actual)
+			}
+			return nil
+		})
+	}
+	// A 7-GPU filler on a node, a replica beside it (best fit), twice:
+	// one replica on each node once the fillers go.
+	fill := func() string {
+		return f.submit(api.JobRequest{Name: "filler", GPUs: 7}, "train", "-steps", "1000000", "-step-time", "50ms")
+	}
+	f1 := fill()
+	f.waitState(f1, model.JobRunning)
+	deployBoxed("boxed-1")
+	f2 := fill()
+	f.waitState(f2, model.JobRunning)
+	deployBoxed("boxed-2")
+	for _, j := range []string{f1, f2} {
+		if _, err := f.api.CancelJob(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+		f.waitState(j, model.JobCancelled)
+	}
+	containers := func(ra *runningAgent) int {
+		out, _ := exec.Command(cc.Podman, cc.global([]string{"ps", "--quiet", "--filter", "label=berth.state=" + ra.stateDir})...).Output()
+		return len(strings.Fields(string(out)))
+	}
+	if a, b := containers(na), containers(nb); a != 1 || b != 1 {
+		t.Fatalf("replicas before: %d on c-a, %d on c-b; want one each", a, b)
+	}
+	big := f.submit(api.JobRequest{Name: "whole-node", GPUs: 8}, "train", "-steps", "1000000", "-step-time", "50ms")
+	eventually(t, "the whole-node job running after a replica moved", func() error {
+		if j := f.job(big); j.State != model.JobRunning {
+			why := ""
+			if j.PendingReason != nil {
+				why = j.PendingReason.Message
+			}
+			return fmt.Errorf("%s: %s", j.State, why)
+		}
+		return nil
+	})
+	if a, b := containers(na), containers(nb); a+b != 2 || (a != 0 && b != 0) {
+		t.Errorf("replicas after: %d on c-a, %d on c-b; want both on one node", a, b)
+	}
+	for _, name := range []string{"boxed-1", "boxed-2"} {
+		if d := deployment(t, f, name); d.Ready != 1 {
+			t.Errorf("%s after the move: ready %d", name, d.Ready)
+		}
+	}
+	if _, err := f.api.CancelJob(t.Context(), big); err != nil {
+		t.Fatal(err)
+	}
+}

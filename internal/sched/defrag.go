@@ -68,13 +68,39 @@ func (p *planner) defrag() {
 		if helped[b.req.OwnerID] || tried[key] {
 			continue
 		}
-		if n := p.relocateFor(&b.req, onNode, budget); n > 0 {
+		// What the request holds for itself is free to it: held, the GPUs
+		// a job keeps on the node it waits for hid that node from its own
+		// defragmentation (the last replica there could never move out).
+		// They go back to it after, as far as they are still free.
+		own := p.ownHold(&b.req)
+		for _, pt := range own {
+			if i, ok := p.ix.byID[pt.Node]; ok {
+				p.ix.release(i, pt.GPUs, 0, 0)
+			}
+		}
+		n := p.relocateFor(&b.req, onNode, budget)
+		p.hold(own)
+		if n > 0 {
 			budget -= n
 			helped[b.req.OwnerID] = true
-		} else {
-			tried[key] = true
+		} else if len(own) == 0 {
+			tried[key] = true // another request of this shape holds nothing either
 		}
 	}
+}
+
+// ownHold is what the training request's own reservation of this pass
+// holds (nil for none).
+func (p *planner) ownHold(req *model.Request) []Part {
+	if req.Kind != model.OwnerTraining {
+		return nil
+	}
+	for _, r := range p.reservations {
+		if r.Owner == req.OwnerID && r.Kind == model.OwnerTraining {
+			return r.Held
+		}
+	}
+	return nil
 }
 
 type target struct {
