@@ -68,19 +68,8 @@ func (p *planner) defrag() {
 		if helped[b.req.OwnerID] || tried[key] {
 			continue
 		}
-		// What the request holds for itself is free to it: held, the GPUs
-		// a job keeps on the node it waits for hid that node from its own
-		// defragmentation (the last replica there could never move out).
-		// They go back to it after, as far as they are still free.
 		own := p.ownHold(&b.req)
-		for _, pt := range own {
-			if i, ok := p.ix.byID[pt.Node]; ok {
-				p.ix.release(i, pt.GPUs, 0, 0)
-			}
-		}
-		n := p.relocateFor(&b.req, onNode, budget)
-		p.hold(own)
-		if n > 0 {
+		if n := p.relocateFor(&b.req, onNode, budget, own); n > 0 {
 			budget -= n
 			helped[b.req.OwnerID] = true
 		} else if len(own) == 0 {
@@ -89,16 +78,26 @@ func (p *planner) defrag() {
 	}
 }
 
-// ownHold is what the training request's own reservation of this pass
-// holds (nil for none).
-func (p *planner) ownHold(req *model.Request) []Part {
+// ownHold counts, by node, the GPUs the training request's own
+// reservation of this pass holds (nil for none). They are free to it:
+// counted as in use, the GPUs a job keeps on the node it waits for hid
+// that node from its own defragmentation, and the last replica there could
+// never move out. They stay held: no replica moves onto them.
+func (p *planner) ownHold(req *model.Request) map[int]int {
 	if req.Kind != model.OwnerTraining {
 		return nil
 	}
 	for _, r := range p.reservations {
-		if r.Owner == req.OwnerID && r.Kind == model.OwnerTraining {
-			return r.Held
+		if r.Owner != req.OwnerID || r.Kind != model.OwnerTraining {
+			continue
 		}
+		own := map[int]int{}
+		for _, pt := range r.Held {
+			if i, ok := p.ix.byID[pt.Node]; ok {
+				own[i] += pt.GPUs.Count()
+			}
+		}
+		return own
 	}
 	return nil
 }
@@ -108,8 +107,9 @@ type target struct {
 	reps        []replicaAt
 }
 
-// relocateFor empties one node enough for req; it returns the moves made.
-func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, budget int) int {
+// relocateFor empties one node enough for req, counting what req holds
+// there (own) as its; it returns the moves made.
+func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, budget int, own map[int]int) int {
 	ix, k := p.ix, req.GPUs
 	usable := map[*group]bool{}
 	for _, r := range p.cfg.Pools.routes(req) {
@@ -124,7 +124,7 @@ func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, bu
 		if !ns.eligible || p.exclude[i] || !usable[ix.groups[ns.group]] {
 			continue
 		}
-		if sub, moved := cheapestSubset(reps, k-ns.free.Count()); sub != nil && len(sub) <= budget {
+		if sub, moved := cheapestSubset(reps, k-ns.free.Count()-own[i]); sub != nil && len(sub) <= budget {
 			cands = append(cands, target{i, moved, sub})
 		}
 	}
