@@ -385,10 +385,15 @@ func runContainer(sp containerSpec) shimStatus {
 		if sp.AuthFile != "" {
 			args = append(args, "--authfile", sp.AuthFile)
 		}
+		// In the job's log: a large image takes minutes, and the job is
+		// running as far as the scheduler knows.
+		fmt.Fprintf(os.Stderr, "[berth agent] pulling image %s\n", sp.Image)
+		t0 := time.Now()
 		out, err := podman(append(args, "--", sp.Image)...).CombinedOutput()
 		if err != nil {
 			return fail("pulling image %s failed: %s", sp.Image, lastLine(out, err))
 		}
+		fmt.Fprintf(os.Stderr, "[berth agent] pulled image %s in %s\n", sp.Image, time.Since(t0).Round(100*time.Millisecond))
 	}
 	cmd := podman(sp.Run...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
