@@ -1,6 +1,9 @@
 package sched
 
-import "slices"
+import (
+	"slices"
+	"sync"
+)
 
 // sortQueue puts q in rank order: sorted in place, or (nil then) as the
 // order of its indices, returned. At a million pending jobs a comparison
@@ -38,16 +41,17 @@ func sortQueue(q []queued) []int32 {
 	shift := uint(0)
 	for span := uint64(maxS) - uint64(minS); span>>shift >= 1<<42; shift++ {
 	}
-	type keyed struct {
-		key uint64
-		i   int32
+	bufs := keyedPool.Get().(*keyedBufs)
+	defer keyedPool.Put(bufs)
+	if cap(bufs.keys) < len(q) {
+		bufs.keys, bufs.tmp = make([]keyed, len(q)), make([]keyed, len(q))
 	}
-	keys := make([]keyed, len(q))
+	keys := bufs.keys[:len(q)]
 	for i := range q {
 		r := &q[i].rank
 		keys[i] = keyed{uint64(r.tier)<<62 | uint64(maxP-r.prio)<<42 | (uint64(r.submitted)-uint64(minS))>>shift, int32(i)}
 	}
-	keys = radixSort(keys, func(k keyed) uint64 { return k.key })
+	keys = radixSort(keys, bufs.tmp[:len(q)])
 	// Runs of equal keys, in full rank order.
 	for lo := 0; lo < len(keys); {
 		hi := lo + 1
@@ -69,18 +73,30 @@ func sortQueue(q []queued) []int32 {
 	return order
 }
 
-// radixSort sorts by a 64-bit key, least significant 16 bits first,
-// skipping the digits every key shares; it returns the sorted slice
-// (either xs or its scratch copy).
-func radixSort[T any](xs []T, key func(T) uint64) []T {
-	tmp := make([]T, len(xs))
+// keyed is one queue entry's sort key and its index in the queue.
+type keyed struct {
+	key uint64
+	i   int32
+}
+
+// keyedBufs are a sort's keys and its scratch, kept for the next pass
+// (pointer-free, 32 MB at a million pending jobs): not allocated anew
+// for every pass.
+type keyedBufs struct{ keys, tmp []keyed }
+
+var keyedPool = sync.Pool{New: func() any { return &keyedBufs{} }}
+
+// radixSort sorts xs by key, least significant 16 bits first, skipping
+// the digits every key shares, with tmp (as long as xs) as scratch; it
+// returns the sorted slice (xs or tmp).
+func radixSort(xs, tmp []keyed) []keyed {
 	var count [1 << 16]int
 	for shift := uint(0); shift < 64; shift += 16 {
 		clear(count[:])
 		for _, x := range xs {
-			count[key(x)>>shift&0xffff]++
+			count[x.key>>shift&0xffff]++
 		}
-		if count[key(xs[0])>>shift&0xffff] == len(xs) {
+		if count[xs[0].key>>shift&0xffff] == len(xs) {
 			continue // one digit for all: nothing to move
 		}
 		pos := 0
@@ -89,7 +105,7 @@ func radixSort[T any](xs []T, key func(T) uint64) []T {
 			pos += c
 		}
 		for _, x := range xs {
-			d := key(x) >> shift & 0xffff
+			d := x.key >> shift & 0xffff
 			tmp[count[d]] = x
 			count[d]++
 		}
