@@ -30,6 +30,9 @@ type change struct {
 	// what differs, so a read-only look costs no write.
 	base   map[string][]byte
 	writes int
+	// freed: an allocation ended, so GPUs came free (the loop's rest is
+	// cut short for it).
+	freed bool
 }
 
 func (c *Controller) newChange(w *store.Writer, now time.Time) *change {
@@ -165,6 +168,7 @@ func (ch *change) stopDeadline(a *model.Allocation) time.Time {
 // allocation was not already stopping.
 func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint string) {
 	ch.allocs[a.ID] = nil
+	ch.freed = true
 	if a.OwnerKind == model.OwnerInference {
 		ch.recordReplica(a)
 		return

@@ -42,6 +42,9 @@ type Controller struct {
 	live *liveness
 	last atomic.Pointer[Snapshot]
 	kick chan struct{}
+	// urgent cuts the loop's rest short: GPUs came free, and whatever
+	// waits for them should not wait out the rest too.
+	urgent chan struct{}
 	// The loop's copies of the tables it plans over (see mirror).
 	liveJobs mirror[*model.Job]
 	allocs   mirror[model.Allocation]
@@ -91,7 +94,7 @@ func (s *Snapshot) Position(id string) (int, bool) {
 // New builds a controller over a store. It does nothing until Lead.
 func New(st *store.Store, cfg Config) *Controller {
 	cfg = cfg.withDefaults()
-	return &Controller{st: st, cfg: cfg, log: cfg.Logger, live: newLiveness(), kick: make(chan struct{}, 1),
+	return &Controller{st: st, cfg: cfg, log: cfg.Logger, live: newLiveness(), kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
 		liveJobs: newMirror(store.Jobs, jobID, unfinished), allocs: newMirror(store.Allocations, allocID, nil),
 		nodes: newMirror(store.Nodes, nodeID, nil)}
 }
@@ -119,6 +122,14 @@ func (c *Controller) Writer() (*store.Writer, error) {
 func (c *Controller) Leading() bool {
 	_, err := c.Writer()
 	return err == nil
+}
+
+// urge ends the loop's rest after a pass, if it is resting.
+func (c *Controller) urge() {
+	select {
+	case c.urgent <- struct{}{}:
+	default:
+	}
 }
 
 // Kick asks for a pass now.
@@ -155,7 +166,16 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 		// Leave the CPU to the API for as long as the pass took (up to
 		// 100 ms): a burst of submits then costs a few passes, not one
 		// pass per submit, and the loop never takes more than half.
-		time.Sleep(min(took, 100*time.Millisecond))
+		// GPUs coming free end the rest: a job waiting for them is what
+		// the heartbeat-to-decision lag measures.
+		rest := time.NewTimer(min(took, 100*time.Millisecond))
+		select {
+		case <-rest.C:
+		case <-c.urgent:
+			rest.Stop()
+		case <-ctx.Done():
+			rest.Stop()
+		}
 		tick.Reset(idleWait(c.cfg.Tick, took))
 		switch {
 		case errors.Is(err, store.ErrFenced):

@@ -37,6 +37,9 @@ func (c *Controller) Heartbeat(ctx context.Context, rep model.NodeReport) (model
 		}
 		_, err := w.Commit(ctx, ch.txn)
 		if err == nil {
+			if ch.freed {
+				c.urge()
+			}
 			break
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt == 8 {

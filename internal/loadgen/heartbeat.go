@@ -111,6 +111,12 @@ loop:
 // node runs job A while job B waits for that GPU; the node reports A
 // exited, and the lag runs until B is bound. It retries a busy leader's
 // 503 as an agent would, and says why it stopped if it stopped early.
+// probeLimit is how long a probe job may take to be bound before the
+// probes stop. It is long: a slow decision is a sample of the lag, not
+// a reason to drop it (while 12,500 nodes register and fill with the
+// queue, the first one took over 10 s).
+const probeLimit = 60 * time.Second
+
 func probeLag(ctx context.Context, c *client.Client) ([]time.Duration, string) {
 	// A model of its own per run: the other load asks for H100, so nothing
 	// else lands there.
@@ -135,7 +141,7 @@ func probeLag(ctx context.Context, c *client.Client) ([]time.Duration, string) {
 		return out, stopped("submitting the first probe job", err)
 	}
 	for k := 1; ctx.Err() == nil; k++ {
-		if err := waitRunning(ctx, c, running, 5*time.Millisecond, 10*time.Second); err != nil {
+		if err := waitRunning(ctx, c, running, 5*time.Millisecond, probeLimit); err != nil {
 			return out, stopped("probe job "+running+" not running", err)
 		}
 		next, err := submit(fmt.Sprintf("probe-%d", k))
@@ -153,7 +159,7 @@ func probeLag(ctx context.Context, c *client.Client) ([]time.Duration, string) {
 		if err := registerOne(ctx, c, rep); err != nil {
 			return out, stopped("the probe node's heartbeat", err)
 		}
-		if err := waitRunning(ctx, c, next, 2*time.Millisecond, 10*time.Second); err != nil {
+		if err := waitRunning(ctx, c, next, 2*time.Millisecond, probeLimit); err != nil {
 			return out, stopped("probe job "+next+" not bound", err)
 		}
 		out = append(out, time.Since(t0))
