@@ -29,11 +29,17 @@ const (
 )
 
 func writeRecord(dir string, r allocRecord) error {
-	b, err := json.Marshal(r)
+	return writePrivateJSON(filepath.Join(dir, recordFile), r)
+}
+
+// writePrivateJSON writes v as JSON, whole, readable by the agent's user
+// only: what it writes for adoption holds the workload's orders.
+func writePrivateJSON(path string, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return writeFileMode(filepath.Join(dir, recordFile), b, 0o600)
+	return writeFileMode(path, b, 0o600)
 }
 
 func readRecord(dir string) (allocRecord, error) {

@@ -427,11 +427,7 @@ func lastLine(out []byte, err error) string {
 }
 
 func writeContainerSpec(dir string, sp containerSpec) error {
-	b, err := json.Marshal(sp)
-	if err != nil {
-		return err
-	}
-	return writeFileMode(filepath.Join(dir, containerFile), b, 0o600)
+	return writePrivateJSON(filepath.Join(dir, containerFile), sp)
 }
 
 func readContainerSpec(dir string) (containerSpec, bool) {

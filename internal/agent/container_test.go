@@ -386,18 +386,7 @@ func TestContainerDeploymentReady(t *testing.T) {
 	ln.Close()
 	script := `trap 'exit 0' TERM; sleep 1; mkdir -p /www; echo ok > /www/healthz; ` +
 		`httpd -p "$ADDR" -h /www; echo "$ADDR" > "$BERTH_ALLOC_DIR/addr"; while :; do sleep 0.1; done`
-	req := api.DeploymentRequest{Name: "boxed", Model: "m", Team: "t", MinReplicas: 1, MaxReplicas: 1,
-		ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, Readiness: &model.Readiness{HTTP: "/healthz"},
-		Image: testImage, Command: []string{"sh", "-c", script}, Env: map[string]string{"ADDR": addr}}
-	if err := f.api.Do(context.Background(), "POST", "/v1/deployments", req, nil); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the boxed replica ready", func() error {
-		if d := deployment(t, f, "boxed"); d.Ready != 1 {
-			return fmt.Errorf("ready %d, actual %d", d.Ready, d.Actual)
-		}
-		return nil
-	})
+	deployBoxed(t, f, "boxed", script, map[string]string{"ADDR": addr})
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -487,20 +476,6 @@ func TestContainerReplicaRelocates(t *testing.T) {
 	script := `trap 'exit 0' TERM; mkdir -p /www; echo ok > /www/healthz; P=$((20000 + RANDOM % 20000)); ` +
 		`until httpd -p 127.0.0.1:$P -h /www; do P=$((20000 + RANDOM % 20000)); done; ` +
 		`echo 127.0.0.1:$P > "$BERTH_ALLOC_DIR/addr"; while :; do sleep 0.1; done`
-	deployBoxed := func(name string) {
-		req := api.DeploymentRequest{Name: name, Model: "m", Team: "t", MinReplicas: 1, MaxReplicas: 1,
-			ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, Readiness: &model.Readiness{HTTP: "/healthz"},
-			Image: testImage, Command: []string{"sh", "-c", script}}
-		if err := f.api.Do(context.Background(), "POST", "/v1/deployments", req, nil); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, name+" ready", func() error {
-			if d := deployment(t, f, name); d.Ready != 1 {
-				return fmt.Errorf("ready %d, actual %d", d.Ready, d.Actual)
-			}
-			return nil
-		})
-	}
 	// A 7-GPU filler on a node, a replica beside it (best fit), twice:
 	// one replica on each node once the fillers go.
 	fill := func() string {
@@ -508,10 +483,10 @@ func TestContainerReplicaRelocates(t *testing.T) {
 	}
 	f1 := fill()
 	f.waitState(f1, model.JobRunning)
-	deployBoxed("boxed-1")
+	deployBoxed(t, f, "boxed-1", script, nil)
 	f2 := fill()
 	f.waitState(f2, model.JobRunning)
-	deployBoxed("boxed-2")
+	deployBoxed(t, f, "boxed-2", script, nil)
 	for _, j := range []string{f1, f2} {
 		if _, err := f.api.CancelJob(t.Context(), j); err != nil {
 			t.Fatal(err)
@@ -547,4 +522,22 @@ func TestContainerReplicaRelocates(t *testing.T) {
 	if _, err := f.api.CancelJob(t.Context(), big); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// deployBoxed creates a one-replica deployment of a 1-GPU image running
+// script, with an HTTP readiness check, and waits until it serves.
+func deployBoxed(t *testing.T, f *fleet, name, script string, env map[string]string) {
+	t.Helper()
+	req := api.DeploymentRequest{Name: name, Model: "m", Team: "t", MinReplicas: 1, MaxReplicas: 1,
+		ReplicaShape: api.ReplicaShape{GPUs: 1, Topology: "node"}, Readiness: &model.Readiness{HTTP: "/healthz"},
+		Image: testImage, Command: []string{"sh", "-c", script}, Env: env}
+	if err := f.api.Do(context.Background(), "POST", "/v1/deployments", req, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, name+" ready", func() error {
+		if d := deployment(t, f, name); d.Ready != 1 {
+			return fmt.Errorf("ready %d, actual %d", d.Ready, d.Actual)
+		}
+		return nil
+	})
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/berthsched/berth/internal/atomicfile"
 )
 
 // stateDir is the agent's directory: a lock so only one agent uses it,
@@ -61,31 +63,7 @@ func writeFileSync(path string, data []byte) error { return writeFileMode(path, 
 
 // writeFileMode is writeFileSync with the file's permissions.
 func writeFileMode(path string, data []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, data, perm)
 }
 
 // identity is who this node is (R5): the UUID created in the state

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthsched/berth/internal/atomicfile"
 	"github.com/berthsched/berth/internal/control"
 	"github.com/berthsched/berth/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -148,25 +149,8 @@ func SaveToken(path, secret string) error {
 		return err
 	}
 	// Whole or not at all: a script (or a test) that waits for the file
-	// must never read it empty or cut short. Written beside it, synced,
-	// then renamed over it.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".admin-token-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(strings.TrimSpace(secret) + "\n"); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	// must never read it empty or cut short.
+	return atomicfile.Write(path, []byte(strings.TrimSpace(secret)+"\n"), 0o600)
 }
 
 // advertise is the server's URL as others reach it.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/berthsched/berth/internal/atomicfile"
 )
 
 // TrainConfig is `berth workload train`.
@@ -170,31 +172,6 @@ func saveCheckpoint(cfg TrainConfig, job string, step int) (string, error) {
 	return path, nil
 }
 
-// atomicWrite replaces path with b: a unique temporary file (the members
-// of a gang write the same checkpoint name at once), fsync, rename.
-func atomicWrite(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+// atomicWrite replaces path with b whole (the members of a gang write
+// the same checkpoint name at once: the last one wins, whole).
+func atomicWrite(path string, b []byte) error { return atomicfile.Write(path, b, 0o644) }
