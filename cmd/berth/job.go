@@ -53,12 +53,13 @@ func readSpec(path string, into any) error {
 
 func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	var (
-		req  api.JobRequest
-		file string
-		ckpt api.CheckpointRequest
-		env  []string
-		key  string
-		out  outFlag
+		req     api.JobRequest
+		file    string
+		ckpt    api.CheckpointRequest
+		env     []string
+		key     string
+		out     outFlag
+		elastic elasticFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "submit [flags] [-- command args...]",
@@ -104,6 +105,9 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 				}
 				req.Env[k] = v
 			}
+			if err := elasticFromFlags(cmd, &req, elastic); err != nil {
+				return err
+			}
 			if req.Image == "" { // inside an image, a relative path is the image's
 				req.Command = absCommand(req.Command)
 			}
@@ -144,8 +148,28 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.StringVar(&req.Image, "image", "", "OCI image to run the command in (the agent runs it with podman; with no command after --, the image's entrypoint)")
 	f.StringArrayVar(&env, "env", nil, "NAME=value for the job's environment (repeatable)")
 	f.StringVar(&key, "idempotency-key", "", "retry-safe submit: the same key returns the same job")
+	f.IntVar(&elastic.min, "elastic-min", 0, "elastic: the fewest GPUs the job runs at (whole 8-GPU nodes); --gpus is then its maximum")
+	f.IntSliceVar(&elastic.sizes, "elastic-sizes", nil, "elastic: the only sizes it runs at, ascending from --elastic-min to --gpus (e.g. 64,128,256)")
 	out.add(cmd)
 	return cmd
+}
+
+type elasticFlags struct {
+	min   int
+	sizes []int
+}
+
+// elasticFromFlags makes the job elastic when --elastic-min says so: it
+// runs between that and --gpus.
+func elasticFromFlags(cmd *cobra.Command, req *api.JobRequest, fl elasticFlags) error {
+	if !cmd.Flags().Changed("elastic-min") {
+		if cmd.Flags().Changed("elastic-sizes") {
+			return fmt.Errorf("--elastic-sizes: needs --elastic-min")
+		}
+		return nil
+	}
+	req.Elastic = &model.Elastic{MinGPUs: fl.min, MaxGPUs: req.GPUs, Sizes: fl.sizes}
+	return nil
 }
 
 // readJobSpec reads a job file: the fields of POST /v1/jobs, strictly, or
@@ -193,6 +217,9 @@ func requestOf(j model.Job) api.JobRequest {
 	}
 	if w := j.Workload; w != nil {
 		r.Command, r.Image, r.Env = w.Command, w.Image, w.Env
+	}
+	if e := j.Elastic; e != nil {
+		r.Elastic = &model.Elastic{MinGPUs: e.MinGPUs, MaxGPUs: e.MaxGPUs, Sizes: e.Sizes}
 	}
 	return r
 }
@@ -320,6 +347,16 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 				fmt.Fprintf(tw, "shape\t%s, topology %s\n", countGPUs(j.Shape.GPUs, j.Shape.GPUMilli), j.Shape.Topology)
 				if w := j.Workload; w != nil && w.Image != "" {
 					fmt.Fprintf(tw, "image\t%s (a container)\n", api.Escape(w.Image))
+				}
+				if e := j.Elastic; e != nil {
+					sizes := "every 8 GPUs"
+					if len(e.Sizes) > 0 {
+						sizes = fmt.Sprint(e.Sizes)
+					}
+					fmt.Fprintf(tw, "elastic\t%d to %d GPUs (%s); runs at %d now, resized %d times\n", e.MinGPUs, e.MaxGPUs, sizes, j.Size, j.ResizeCount)
+					for _, r := range j.Resizes {
+						fmt.Fprintf(tw, "  resize %s\t%d to %d GPUs: %s\n", r.At.Local().Format("15:04:05"), r.From, r.To, api.Escape(r.Why))
+					}
 				}
 				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
 				if j.Compacted {

@@ -47,18 +47,21 @@ Workloads:
          overridden with --config FILE
   seed-correlated  seed with training arriving in business hours only
   seed-heavy       seed with 20% more training and max_replicas +20%
+  seed-heavy-elastic  seed-heavy with half its 64+ GPU training elastic
+                   (half to all of its GPUs); compare --policy berth-rigid,berth
   openb  Alibaba's openb GPU trace: --pods FILE --nodes FILE
   csv    a generic job list: --pods FILE (the jobs) with --nodes FILE (a node
          list in openb's format) or the seed fleet from --config
 
 ` + sim.CSVColumns + `
 
-Policies: ` + strings.Join(sim.PolicyNames, ", "),
+Policies: ` + strings.Join(sim.PolicyNames, ", ") + `; also berth-rigid (berth with
+every elastic job run rigid at its maximum)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd.OutOrStdout(), cmd.ErrOrStderr(), o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.workload, "workload", "seed", "seed, seed-correlated, seed-heavy, openb or csv")
+	f.StringVar(&o.workload, "workload", "seed", "seed, seed-correlated, seed-heavy, seed-heavy-elastic, openb or csv")
 	f.StringVar(&o.pods, "pods", "", "the pod or job list (openb, csv)")
 	f.StringVar(&o.nodes, "nodes", "", "the node list (openb, csv)")
 	f.StringVar(&o.config, "config", "", "YAML overriding the seed workload's defaults")

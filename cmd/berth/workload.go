@@ -35,11 +35,15 @@ func newTrainCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Out = cmd.OutOrStdout()
+			if cfg.Elastic {
+				cfg.Resize = workload.ResizeSignal()
+			}
 			return exitWith(cmd, workload.Train(workload.StopSignal(), cfg))
 		},
 	}
 	cmd.Flags().IntVar(&cfg.Steps, "steps", 100, "steps to run in all (across preemptions)")
 	cmd.Flags().DurationVar(&cfg.StepTime, "step-time", time.Second, "time one step takes")
+	cmd.Flags().BoolVar(&cfg.Elastic, "elastic", false, "follow an elastic job's size: on SIGUSR1 read $BERTH_SIZE_FILE, checkpoint, continue at the new size")
 	cmd.Flags().IntVar(&cfg.CheckpointEvery, "checkpoint-every", 0, "also checkpoint every N steps (0: only on SIGTERM)")
 	cmd.Flags().Var(bytesFlag{&cfg.CheckpointBytes}, "checkpoint-bytes", "training state the checkpoint stands for (50GB); reported to the agent with the write's seconds")
 	var bw int64

@@ -435,6 +435,9 @@ func (a *Agent) converge(o model.NodeOrders) {
 			a.allocs[d.ID] = a.launch(d)
 			continue
 		}
+		if d.JobGPUs > 0 && !d.Stop && !d.Kill {
+			p.resize(d.JobGPUs)
+		}
 		switch {
 		case d.Kill:
 			p.kill("the control plane says the deadline passed")

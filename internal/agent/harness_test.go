@@ -46,13 +46,18 @@ func helperWorkload(kind string, args []string) int {
 	ckBW := fs.Float64("checkpoint-bandwidth", 0, "")
 	load := fs.Duration("load-time", 0, "")
 	marker := fs.String("marker", "", "")
+	elastic := fs.Bool("elastic", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	switch kind {
 	case "train":
-		err := workload.Train(workload.StopSignal(), workload.TrainConfig{Steps: *steps, StepTime: *stepTime, CheckpointEvery: *every,
-			CheckpointBytes: *ckBytes, CheckpointBandwidth: *ckBW, Out: os.Stdout})
+		cfg := workload.TrainConfig{Steps: *steps, StepTime: *stepTime, CheckpointEvery: *every,
+			CheckpointBytes: *ckBytes, CheckpointBandwidth: *ckBW, Out: os.Stdout, Elastic: *elastic}
+		if *elastic {
+			cfg.Resize = workload.ResizeSignal()
+		}
+		err := workload.Train(workload.StopSignal(), cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}

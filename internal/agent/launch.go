@@ -62,6 +62,11 @@ func (a *Agent) launch(d model.DesiredAlloc) *alloc {
 	}
 	defer stderr.Close()
 	_ = os.Remove(filepath.Join(dir, statusFile))
+	if d.JobGPUs > 0 {
+		if err := writeSize(dir, d.JobGPUs); err != nil {
+			return a.failStart(p, 126, err)
+		}
+	}
 	shim, err := a.shimPath()
 	if err != nil {
 		return a.failStart(p, 126, err)
@@ -200,6 +205,11 @@ func (a *Agent) allocEnv(d model.DesiredAlloc, dir string, mig *gpu.MIGInstance)
 	}
 	if d.Restore != "" {
 		env = append(env, "BERTH_RESTORE="+d.Restore)
+	}
+	if d.JobGPUs > 0 {
+		// An elastic job: the size the whole job runs at, and the file
+		// that holds it when it changes (SIGUSR1 says it did).
+		env = append(env, "BERTH_JOB_GPUS="+strconv.Itoa(d.JobGPUs), "BERTH_SIZE_FILE="+filepath.Join(dir, sizeFile))
 	}
 	return env
 }

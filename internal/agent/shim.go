@@ -52,10 +52,10 @@ func MaybeShim() {
 // own stdio (the agent's log files), waits, and records the status. The
 // shim is its process group's leader: a group signal reaches it too, and
 // it catches the ones that stop workloads so that it outlives the
-// workload it reports on (a caught signal is reset to its default for the
+// workload it reports on, and SIGUSR1, an elastic job's resize notice (a caught signal is reset to its default for the
 // child by exec, an ignored one would not be).
 func runShim(dir string, args []string) int {
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE, syscall.SIGUSR1)
 	os.Unsetenv(shimEnv)
 	record := func(st shimStatus) int {
 		b, _ := json.Marshal(st)

@@ -29,7 +29,13 @@ type JobRequest struct {
 	MaxRuntime  string             `json:"max_runtime,omitempty"`
 	Checkpoint  *CheckpointRequest `json:"checkpoint,omitempty"`
 	Preemptible bool               `json:"preemptible,omitempty"`
+	// Elastic lets the job run between min_gpus and max_gpus (§9.4);
+	// gpus may then be left 0 (it is max_gpus).
+	Elastic *model.Elastic `json:"elastic,omitempty"`
 }
+
+// MaxElasticSizes bounds an elastic job's list of sizes.
+const MaxElasticSizes = 64
 
 // CheckpointRequest says where a job checkpoints and how big it is; the
 // size sets its preemption deadline.
@@ -67,6 +73,12 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 	if err := CheckText("gpu_model", r.GPUModel, MaxNameLen); err != nil {
 		return model.Job{}, err
 	}
+	if r.Elastic != nil && r.GPUs == 0 {
+		r.GPUs = r.Elastic.MaxGPUs
+	}
+	if r.Elastic != nil && len(r.Elastic.Sizes) > MaxElasticSizes {
+		return model.Job{}, Invalid("elastic.sizes", "%d sizes: expected at most %d", len(r.Elastic.Sizes), MaxElasticSizes)
+	}
 	if r.GPUs < 1 {
 		return model.Job{}, Invalid("gpus", "%d: must be at least 1", r.GPUs)
 	}
@@ -89,6 +101,9 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 		Shape: model.Shape{GPUs: r.GPUs, Topology: topo, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, GPUMilli: r.GPUMilli}}
 	if r.GPUModel != "" {
 		j.Shape.Models = []string{r.GPUModel}
+	}
+	if e := r.Elastic; e != nil {
+		j.Elastic = &model.Elastic{MinGPUs: e.MinGPUs, MaxGPUs: e.MaxGPUs, Sizes: append([]int(nil), e.Sizes...)}
 	}
 	if r.Team != "" && r.Org == "" {
 		j.Org = "default"
@@ -147,8 +162,12 @@ func jobFieldError(err error) error {
 		e.Field = "memory_mib"
 	case "checkpoint.size_bytes":
 		e.Field = "checkpoint.bytes"
-	case "shape.gpu_milli":
+	case "shape.gpu_milli", "elastic.gpu_milli":
 		e.Field = "gpu_milli"
+	case "elastic.gpus":
+		e.Field = "gpus"
+	case "elastic.topology":
+		e.Field = "topology"
 	}
 	return e
 }

@@ -73,6 +73,10 @@ func (c *Controller) Act(ctx context.Context, id, action, by string) (AlertRecor
 			ch.txn.Put(store.Docs, docConfig, Overrides{PageBudget: opt.budget})
 		case "preempt":
 			for _, v := range rec.Page.WouldPreempt {
+				if v.ResizeTo > 0 {
+					ch.shrink(v, by, id)
+					continue
+				}
 				for _, a := range ch.allocsOf(v.Job) {
 					if a.OwnerKind != model.OwnerInference {
 						ch.stop(a, "preempted", ch.stopDeadline(a))
@@ -113,4 +117,28 @@ func (c *Controller) RecentPreemptions(now time.Time) (int, int) {
 		}
 	}
 	return n, gpus
+}
+
+// shrink does a page's "shrink job X to N": only the growth the page
+// listed stops, and only if it is all still there (the job may have
+// changed size since the page was raised).
+func (ch *change) shrink(v sched.PageVictim, by, page string) {
+	j := ch.job(v.Job)
+	if j == nil || j.State != model.JobRunning {
+		return
+	}
+	var stop []*model.Allocation
+	for _, id := range v.Allocations {
+		a := ch.alloc(id)
+		if a == nil || a.Stopping {
+			return
+		}
+		stop = append(stop, a)
+	}
+	for _, a := range stop {
+		ch.stop(a, "resized", ch.stopDeadline(a))
+	}
+	from := j.Size
+	j.Resized(ch.now, from, v.ResizeTo, "shrink by "+by+" from page "+page)
+	j.Record(ch.now, "shrinking", fmt.Sprintf("%d to %d GPUs by %s from page %s", from, v.ResizeTo, by, page))
 }

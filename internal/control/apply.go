@@ -54,6 +54,9 @@ func (c *Controller) apply(ch *change, in *input, d sched.Decision) {
 		if p.Backfill {
 			reason = "backfill_yield"
 		}
+		if p.ResizeTo > 0 {
+			reason = "resized"
+		}
 		for _, id := range p.Allocations {
 			if a := ch.alloc(id); a != nil {
 				ch.txn.Unchanged(store.Allocations, id, in.rev)
@@ -61,7 +64,13 @@ func (c *Controller) apply(ch *change, in *input, d sched.Decision) {
 			}
 		}
 		if j := ch.job(p.JobID); j != nil {
-			j.Record(now, reason, fmt.Sprintf("for %s; deadline %s", p.For, p.Deadline.UTC().Format(time.RFC3339)))
+			if p.ResizeTo > 0 {
+				from := j.Size
+				j.Resized(now, from, p.ResizeTo, "shrink for "+p.For)
+				j.Record(now, "shrinking", fmt.Sprintf("%d to %d GPUs for %s; deadline %s", from, p.ResizeTo, p.For, p.Deadline.UTC().Format(time.RFC3339)))
+			} else {
+				j.Record(now, reason, fmt.Sprintf("for %s; deadline %s", p.For, p.Deadline.UTC().Format(time.RFC3339)))
+			}
 		}
 		recent = append(recent, sched.PreemptionRecord{At: now, JobID: p.JobID, GPUs: p.GPUs, Running: p.Running})
 	}
@@ -114,6 +123,17 @@ func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	j := ch.job(b.OwnerID)
 	if j == nil {
 		return
+	}
+	if b.Grow {
+		// A running elastic job gains nodes: the workload hears its new
+		// size from the agents and joins them at its next checkpoint.
+		j.Ran = append(j.Ran, ran...)
+		j.Resized(now, b.ResizeFrom, b.ResizeFrom+b.GPUs(), "grow")
+		j.Record(now, "growing", fmt.Sprintf("%d to %d GPUs: %s", b.ResizeFrom, b.ResizeFrom+b.GPUs(), strings.Join(nodes, " ")))
+		return
+	}
+	if j.Elastic != nil {
+		j.Size = b.GPUs()
 	}
 	j.WaitSeconds += max(0, now.Sub(j.Queued()).Seconds())
 	j.State, j.StartedAt, j.Ran = model.JobRunning, now, ran

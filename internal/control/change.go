@@ -193,6 +193,9 @@ func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint s
 		}
 	}
 	failed := reason == "exited" && exit != 0 || reason == "gang_failed"
+	if len(rest) > 0 && reason == "resized" {
+		return // an elastic job shrank: the rest run on
+	}
 	if len(rest) > 0 {
 		// A gang that lost a member cannot make progress: the rest
 		// checkpoint and exit. If the member failed, the job fails; if
@@ -209,6 +212,7 @@ func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint s
 		}
 		return
 	}
+	j.Size = 0
 	switch {
 	case j.State == model.JobCancelled:
 		ch.recordJob(j)

@@ -129,6 +129,9 @@ type DesiredAlloc struct {
 	// CheckpointDir and Restore come from the job's checkpoint spec.
 	CheckpointDir string `json:"checkpoint_dir,omitempty"`
 	Restore       string `json:"restore,omitempty"`
+	// JobGPUs is, for an elastic job, the size the whole job runs at now:
+	// the agent tells the workload when it changes (§9.4).
+	JobGPUs int `json:"job_gpus,omitempty"`
 	// Stop asks for SIGTERM now; Kill for SIGKILL (the deadline passed).
 	Stop         bool      `json:"stop,omitempty"`
 	StopDeadline time.Time `json:"stop_deadline,omitzero"`

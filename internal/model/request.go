@@ -163,6 +163,16 @@ type Job struct {
 	// and how long it waited: the usage record's figures.
 	GPUSeconds  float64 `json:"gpu_seconds,omitempty"`
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	// Elastic, when set, lets the job run at any allowed size between its
+	// minimum and maximum (§9.4); Shape.GPUs is then the maximum.
+	Elastic *Elastic `json:"elastic,omitempty"`
+	// Size is the GPUs an elastic job runs at now (0 when not running);
+	// ResizedAt is its last change, Resizes the recent ones and
+	// ResizeCount all of them.
+	Size        int       `json:"size,omitempty"`
+	ResizedAt   time.Time `json:"resized_at,omitzero"`
+	Resizes     []Resize  `json:"resizes,omitempty"`
+	ResizeCount int       `json:"resize_count,omitempty"`
 }
 
 // Queued is when the job's current wait began.
@@ -208,6 +218,14 @@ func (j *Job) Validate() error {
 	if j.Org == "" && j.Team != "" {
 		return fmt.Errorf("org: must be set when team is")
 	}
+	if e := j.Elastic; e != nil {
+		if err := e.Validate("elastic.", &j.Shape); err != nil {
+			return err
+		}
+		if j.Checkpoint == nil || j.Checkpoint.Path == "" {
+			return fmt.Errorf("checkpoint: an elastic job must declare one: every resize stops at a checkpoint and restores from it")
+		}
+	}
 	if j.Preemptible {
 		// The contract of the cluster (§7, R3): preemptible work must be
 		// cheap to reclaim, so it must say where and how much it writes.
@@ -224,8 +242,13 @@ func (j *Job) Validate() error {
 }
 
 // Request returns the placement request for the job.
+// An elastic job asks for its minimum: it starts as soon as that fits.
 func (j *Job) Request() Request {
-	return Request{Shape: j.Shape, Kind: OwnerTraining, OwnerID: j.ID, Priority: j.Priority, Preemptible: j.Preemptible}
+	r := Request{Shape: j.Shape, Kind: OwnerTraining, OwnerID: j.ID, Priority: j.Priority, Preemptible: j.Preemptible}
+	if j.Elastic != nil {
+		r.GPUs = j.Elastic.MinGPUs
+	}
+	return r
 }
 
 // Deployment is an inference service: replicas of one shape, scaled by a

@@ -58,6 +58,10 @@ type PageVictim struct {
 	Runtime         time.Duration `json:"runtime"`
 	SinceCheckpoint time.Duration `json:"since_checkpoint"`
 	CostGPUHours    float64       `json:"cost_gpu_hours"`
+	// ResizeTo, when set, is a shrink of an elastic job to that size
+	// rather than a preemption: only Allocations stop.
+	ResizeTo    int      `json:"resize_to,omitempty"`
+	Allocations []string `json:"allocations,omitempty"`
 }
 
 // PageAction is one button on the page.
@@ -145,8 +149,15 @@ func (p *planner) pageThrottled() {
 				since = p.now.Sub(v.job.StartedAt)
 			}
 			c := p.lost(v)
-			pg.WouldPreempt = append(pg.WouldPreempt, PageVictim{Job: v.job.ID, Team: v.job.Team, GPUs: v.gpus,
-				Runtime: p.now.Sub(v.job.StartedAt).Round(time.Minute), SinceCheckpoint: since.Round(time.Minute), CostGPUHours: c})
+			pv := PageVictim{Job: v.job.ID, Team: v.job.Team, GPUs: v.gpus,
+				Runtime: p.now.Sub(v.job.StartedAt).Round(time.Minute), SinceCheckpoint: since.Round(time.Minute), CostGPUHours: c}
+			if v.tier == tierShrink {
+				pv.ResizeTo = v.shrinkTo
+				for _, a := range v.allocs {
+					pv.Allocations = append(pv.Allocations, a.ID)
+				}
+			}
+			pg.WouldPreempt = append(pg.WouldPreempt, pv)
 			cost += c
 		}
 		cost = math.Round(cost*10) / 10
@@ -159,7 +170,11 @@ func (p *planner) pageThrottled() {
 		}
 		var lines []string
 		for _, v := range pg.WouldPreempt {
-			lines = append(lines, fmt.Sprintf("%s (%s, %d GPUs, running %s, last checkpoint %s ago, %.1f GPU-h)", v.Job, v.Team, v.GPUs,
+			what := v.Job
+			if v.ResizeTo > 0 {
+				what = fmt.Sprintf("shrink %s to %d", v.Job, v.ResizeTo)
+			}
+			lines = append(lines, fmt.Sprintf("%s (%s, %d GPUs, running %s, last checkpoint %s ago, %.1f GPU-h)", what, v.Team, v.GPUs,
 				shortDuration(v.Runtime), shortDuration(v.SinceCheckpoint), v.CostGPUHours))
 		}
 		msg := fmt.Sprintf("%s wants %d replicas and has %d (%s); %s. Preempting %s (~%.1f GPU-hours of training progress lost) %s",

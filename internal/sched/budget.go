@@ -35,6 +35,9 @@ type Preemption struct {
 	LostGPUHours float64 `json:"lost_gpu_hours"`
 	// Running is the training GPUs running in this pass, for the record.
 	Running int `json:"running"`
+	// ResizeTo, when set, shrinks an elastic job to that many GPUs: only
+	// Allocations stop, the rest run on (§9.4).
+	ResizeTo int `json:"resize_to,omitempty"`
 }
 
 // budget is the preemption budget's state during a pass.
@@ -188,18 +191,37 @@ func (p *planner) storageStopped() string {
 
 // preempt records the preemption of victims for a beneficiary.
 func (p *planner) preempt(victims []*victim, forWhom string) {
+	whole := map[*victim]bool{}
 	for _, v := range victims {
+		if v.growth != nil {
+			whole[v.growth] = true
+		}
+	}
+	for _, v := range victims {
+		if whole[v] {
+			continue // its job yields whole: the growth goes with the rest
+		}
 		v.taken = true
 		d := p.deadline(v.job)
-		ids := make([]string, len(v.allocs))
-		for i, a := range v.allocs {
-			ids[i] = a.ID
+		ids := make([]string, 0, len(v.allocs))
+		for _, a := range v.allocs {
+			ids = append(ids, a.ID)
 		}
-		p.d.Preemptions = append(p.d.Preemptions, Preemption{JobID: v.job.ID, Allocations: ids, GPUs: v.gpus,
-			Deadline: p.now.Add(d), Backfill: v.tier == tierBackfill, For: forWhom, LostGPUHours: p.lost(v), Running: p.budget.running})
+		gpus := v.gpus
+		if g := v.growth; g != nil && !g.taken {
+			// A whole preemption of an elastic job stops all of it.
+			g.taken = true
+			for _, a := range g.allocs {
+				ids = append(ids, a.ID)
+			}
+			gpus += g.gpus
+		}
+		p.d.Preemptions = append(p.d.Preemptions, Preemption{JobID: v.job.ID, Allocations: ids, GPUs: gpus,
+			Deadline: p.now.Add(d), Backfill: v.tier == tierBackfill, For: forWhom, LostGPUHours: p.lost(v), Running: p.budget.running,
+			ResizeTo: v.shrinkTo})
 		p.budget.inFlight += p.writeRate(v.job)
 		if v.tier != tierBackfill || v.backfillFor != forWhom {
-			p.budget.recent += v.gpus
+			p.budget.recent += gpus
 		}
 	}
 	if r := p.budget.rate(0); r > p.cfg.Budget.Warn && !p.budget.warned {
@@ -222,7 +244,11 @@ func (p *planner) lost(v *victim) float64 {
 	if h < 0 {
 		h = 0
 	}
-	return math.Round(float64(v.gpus)*h*10) / 10
+	gpus := v.gpus
+	if v.total > 0 {
+		gpus = v.total // a resize restarts every worker from the checkpoint
+	}
+	return math.Round(float64(gpus)*h*10) / 10
 }
 
 func rateString(bps float64) string {

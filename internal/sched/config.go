@@ -26,6 +26,11 @@ type Config struct {
 	// MinRuntime: a job cannot be preempted within this long of starting,
 	// which is also the thrash guard after a restart. Default 10m.
 	MinRuntime time.Duration `json:"min_runtime,omitempty" yaml:"min_runtime"`
+	// GrowAfter: an elastic job grows only this long after its last start
+	// or resize (§9.4). Every resize stops the whole job at a checkpoint
+	// written through the shared storage and restarts it; growth that is
+	// taken back minutes later buys that and nothing else. Default 1h.
+	GrowAfter time.Duration `json:"grow_after,omitempty" yaml:"grow_after"`
 	// StarvationAfter: a gang (Aging.MinGPUs or more) still waiting after
 	// this long raises "this cluster cannot host job X" (R2). Default 4h.
 	StarvationAfter time.Duration `json:"starvation_after,omitempty" yaml:"starvation_after"`
@@ -146,6 +151,9 @@ func (c Config) withDefaults() Config {
 	if c.StarvationAfter == 0 {
 		c.StarvationAfter = 4 * time.Hour
 	}
+	if c.GrowAfter == 0 {
+		c.GrowAfter = time.Hour
+	}
 	if c.MaxHolds == 0 {
 		c.MaxHolds = 1
 	}
@@ -191,7 +199,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"min_runtime", c.MinRuntime}, {"starvation_after", c.StarvationAfter}, {"slo.schedule_after", c.SLO.ScheduleAfter},
+	}{{"min_runtime", c.MinRuntime}, {"grow_after", c.GrowAfter}, {"starvation_after", c.StarvationAfter}, {"slo.schedule_after", c.SLO.ScheduleAfter},
 		{"storage.min_deadline", c.Storage.MinDeadline}} {
 		if d.v < 0 {
 			return bad(d.key, "%v: must not be negative", d.v)

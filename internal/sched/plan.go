@@ -40,6 +40,10 @@ type Bind struct {
 	Preemptible bool            `json:"preemptible"`
 	// Reservation is, for backfill, the reservation it runs inside.
 	Reservation string `json:"reservation,omitempty"`
+	// Grow adds the placement to a running elastic job that had
+	// ResizeFrom GPUs (§9.4).
+	Grow       bool `json:"grow,omitempty"`
+	ResizeFrom int  `json:"resize_from,omitempty"`
 	Placement
 }
 
@@ -105,6 +109,7 @@ func PlanOn(ix *Index, s State, now time.Time) Decision {
 	defer ix.Rollback(cp)
 	p.inference()
 	p.training()
+	p.growElastic()
 	p.defrag()
 	p.pageThrottled()
 	p.starvation()
@@ -158,6 +163,10 @@ type planner struct {
 	holds      int           // jobs that held free GPUs this pass
 	req        model.Request // training's request being decided
 	prios      []Priority    // backing store for Pending.Priority
+	// elastic are the running elastic jobs below their maximum; bound
+	// the elastic jobs this pass binds (both may grow).
+	elastic []*model.Job
+	bound   []growCand
 }
 
 type lateJob struct {
@@ -202,6 +211,9 @@ func (p *planner) prepare() {
 		// lookups from allocations, which only running jobs have.
 		if j := p.s.Jobs[i]; j.State != model.JobPending {
 			p.jobs[j.ID] = j
+			if j.Elastic != nil && j.State == model.JobRunning {
+				p.elastic = append(p.elastic, j)
+			}
 		}
 	}
 	for _, r := range p.s.Reservations {

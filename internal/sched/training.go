@@ -74,6 +74,9 @@ func (p *planner) training() {
 			pl.Borrowed = pl.Borrowed || borrowed
 			p.quota.add(j, req.GPUs, pl.Borrowed)
 			p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerTraining, OwnerID: j.ID, Preemptible: j.Preemptible || pl.Borrowed, Placement: pl})
+			if j.Elastic != nil {
+				p.bound = append(p.bound, growCand{job: j, rank: qj.rank, bind: len(p.d.Binds) - 1})
+			}
 			continue
 		}
 		if req.Fraction() {
@@ -186,6 +189,11 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 	eligible := func(v *victim) bool {
 		if v.tier == tierBackfill && v.backfillFor == j.ID {
 			return true
+		}
+		if v.tier == tierShrink {
+			// Growth was idle capacity lent: any waiting work takes it
+			// back, within the budget, before a whole job yields.
+			return preempting && v.job.ID != j.ID
 		}
 		return preempting && due && qj.rank.above(v.rank) && p.power(qj) >= v.rank.prio+p.cfg.PreemptMargin && p.oldEnough(v, j.ID)
 	}

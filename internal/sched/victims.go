@@ -27,17 +27,24 @@ type victim struct {
 	// inPool marks training borrowing the inference pool (R1): that pool
 	// takes it back at once, without the minimum runtime or the budget.
 	inPool bool
+	// An elastic job above its minimum is two victims: its growth (tier
+	// shrink, shrinkTo the size it keeps) and the rest. growth points
+	// from the rest to the first; total is the job's GPUs.
+	shrinkTo, total int
+	growth          *victim
 }
 
 // Victim tiers, in the order they yield.
 const (
-	tierBackfill = iota
+	tierShrink = iota
+	tierBackfill
 	tierBorrowed
 	tierWithinQuota
 )
 
 // victims lists the running training work that may ever be preempted, in
-// preemption order: backfill first, then borrowed capacity (lowest
+// preemption order: the growth of elastic jobs first (§9.4: shrink before
+// any whole job yields), then backfill, then borrowed capacity (lowest
 // priority, newest first: LIFO destroys the least work), then preemptible
 // work within quota (lowest priority, newest first). Never: inference,
 // non-preemptible jobs, guaranteed-quota work, jobs inside their minimum
@@ -55,7 +62,7 @@ func (p *planner) victims() []*victim {
 			continue
 		}
 		j := p.jobs[a.OwnerID]
-		if j == nil || !j.Preemptible {
+		if j == nil || !j.Preemptible && j.Elastic == nil {
 			continue // never a victim: skip the bookkeeping
 		}
 		v := byJob[a.OwnerID]
@@ -100,7 +107,7 @@ func (p *planner) victims() []*victim {
 		}
 	}
 	out := make([]*victim, 0, len(order))
-	for _, v := range order {
+	for _, v := range p.splitGrowth(order) {
 		v.inPool = p.cfg.Pools.Inference != ""
 		for _, a := range v.allocs {
 			if i, ok := p.ix.byID[a.NodeID]; !ok || p.ix.nodes[i].node.Pool != p.cfg.Pools.Inference {
@@ -131,13 +138,16 @@ func (p *planner) victims() []*victim {
 
 // preemptible applies the "never below this line" rules of §7.
 func (p *planner) preemptible(v *victim) bool {
-	if !v.job.Preemptible {
-		return false
-	}
 	for _, a := range v.allocs {
 		if a.Stopping {
 			return false
 		}
+	}
+	if v.tier == tierShrink {
+		return true // growth is on loan, whatever the job's own terms
+	}
+	if !v.job.Preemptible {
+		return false
 	}
 	if v.tier == tierWithinQuota && p.quota.governed(v.job) {
 		return false // guaranteed-quota work
@@ -149,7 +159,7 @@ func (p *planner) preemptible(v *victim) bool {
 // than MinRuntime ago cannot be preempted again. Backfill yields to its own
 // reservation regardless: that is the contract it ran under.
 func (p *planner) oldEnough(v *victim, forReservation string) bool {
-	if v.tier == tierBackfill && v.backfillFor == forReservation {
+	if v.tier == tierBackfill && v.backfillFor == forReservation || v.tier == tierShrink {
 		return true
 	}
 	started := v.job.StartedAt

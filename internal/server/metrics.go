@@ -106,6 +106,8 @@ var (
 	descNodes     = prometheus.NewDesc("berth_nodes", "Nodes by health.", []string{"health"}, nil)
 	descTrainRun  = prometheus.NewDesc("berth_training_gpus_running", "GPUs running training now (the preemption budget's denominator).", nil, nil)
 	descAlertKind = prometheus.NewDesc("berth_alerts_open_by_kind", "Open alerts by kind (starvation, inference_throttled, node_lost, ...).", []string{"kind"}, nil)
+	descElastic   = prometheus.NewDesc("berth_elastic_gpus", "Elastic training running now (§9.4): the GPUs it runs at, the most it may grow to, and the least it may shrink to.", []string{"what"}, nil)
+	descElasticRs = prometheus.NewDesc("berth_elastic_resizes", "Resizes (grow or shrink) of the elastic jobs in the table.", nil, nil)
 	descCkptBW    = prometheus.NewDesc("berth_checkpoint_bandwidth_bytes_per_second", "Checkpoint storage bandwidth preemption deadlines are set from (R3), by source: measured from reported checkpoints, or assumed (configured, nothing measured yet); and the floor below which preemption stops.", []string{"source"}, nil)
 )
 
@@ -115,7 +117,7 @@ var alertKinds = []string{"starvation", "inference_throttled", "inference_degrad
 type fleetCollector struct{ s *Server }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descShare, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes, descCkptBW, descTrainRun, descAlertKind} {
+	for _, d := range []*prometheus.Desc{descLargest, descGPUs, descShare, descFrag, descQueue, descQueueAge, descRes, descPreempt, descPreemptGP, descPages, descHBAge, descNodes, descCkptBW, descTrainRun, descAlertKind, descElastic, descElasticRs} {
 		ch <- d
 	}
 }
@@ -160,7 +162,8 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	health := map[string]int{}
 	var hbAge float64
-	training := 0
+	training, resizes := 0, 0
+	var elastic [3]int // running at, max, min
 	s.st.Cache().Read(func(v store.View) {
 		v.Each(store.Allocations, func(_ string, e store.Entry) {
 			if a := e.Obj.(model.Allocation); a.OwnerKind != model.OwnerInference {
@@ -169,6 +172,14 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		})
 		v.Each(store.Jobs, func(_ string, e store.Entry) {
 			j := e.Obj.(*model.Job)
+			if j.Elastic != nil {
+				resizes += j.ResizeCount
+				if j.State == model.JobRunning {
+					elastic[0] += j.Size
+					elastic[1] += j.Elastic.MaxGPUs
+					elastic[2] += j.Elastic.MinGPUs
+				}
+			}
 			if j.State != model.JobPending {
 				return
 			}
@@ -199,6 +210,10 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descPreempt, float64(recent))
 	g(descPreemptGP, float64(gpus))
 	g(descTrainRun, float64(training))
+	g(descElastic, float64(elastic[0]), "running")
+	g(descElastic, float64(elastic[1]), "max")
+	g(descElastic, float64(elastic[2]), "min")
+	g(descElasticRs, float64(resizes))
 	open, kinds := map[string]int{}, map[string]int{}
 	for _, a := range s.ctl.Alerts() {
 		if a.ResolvedAt == nil {

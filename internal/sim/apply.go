@@ -84,6 +84,10 @@ func (r *run) bind(b sched.Bind) {
 	if j == nil {
 		return
 	}
+	if b.Grow {
+		r.grow(j, ids, b)
+		return
+	}
 	now := Epoch.Add(r.now)
 	if j.job.State == model.JobPending {
 		r.pending--
@@ -105,8 +109,13 @@ func (r *run) bind(b sched.Bind) {
 		j.started = true
 		r.m.firstQueued(j, r.now-j.spec.Submit)
 	}
+	if j.job.Elastic != nil {
+		j.job.Size = j.gpus
+	}
+	j.rate = r.speed(j, j.gpus)
+	j.segStart, j.segRate = r.now, j.rate
 	j.gen++
-	r.schedule(r.now+time.Duration(float64(j.remaining)*j.stretch), evFinish, j.idx, j.gen)
+	r.schedule(r.finishAt(j), evFinish, j.idx, j.gen)
 }
 
 // startReplica records a bound replica; it serves once its model loads.
@@ -193,6 +202,13 @@ func (r *run) preempt(p sched.Preemption) {
 	if j == nil || j.done || j.stopping {
 		return
 	}
+	if p.ResizeTo > 0 {
+		r.shrink(j, p)
+		return
+	}
+	if j.resizing {
+		r.abortResize(j)
+	}
 	for _, id := range p.Allocations {
 		if i, ok := r.where[id]; ok {
 			r.allocs[i].Stopping, r.allocs[i].StopDeadline = true, p.Deadline
@@ -227,6 +243,8 @@ func (r *run) storageEvent() {
 		r.store.report(w, r.now, true)
 		if j := r.jobs[w.job]; j != nil && j.stopping {
 			r.exit(j, true)
+		} else if j != nil && j.resizing {
+			r.endResize(j, true)
 		}
 	}
 	r.kickStorage()
@@ -258,14 +276,14 @@ func (r *run) exit(j *jobRun, clean bool) {
 		}
 		kept = j.ran / every * every
 	}
-	j.remaining = max(j.remaining-time.Duration(float64(kept)/j.stretch), 0)
+	j.remaining = max(j.remaining-time.Duration(float64(kept)*j.rate/j.stretch), 0)
 	restart := r.restartTime()
 	j.remaining += restart
 	gpus := float64(j.gpus)
 	r.m.lost += gpus * ((j.ran - kept) + (r.now - j.stopAt) + restart).Hours()
 	r.release(j)
 	j.job.State, j.job.QueuedAt = model.JobPending, Epoch.Add(r.now)
-	j.job.StartedAt = time.Time{}
+	j.job.StartedAt, j.job.Size = time.Time{}, 0
 	j.job.PreemptCount++
 	j.queuedSince = r.now
 	r.pending++

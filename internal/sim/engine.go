@@ -39,6 +39,9 @@ type Options struct {
 	// ReadyWithin is the inference SLO: capacity within this long of
 	// demand (§1). Default 60s.
 	ReadyWithin time.Duration
+	// ElasticScaling is the exponent of elastic jobs' speed at n of their
+	// max GPUs, (n/max)^ElasticScaling; 0 takes 1 (linear).
+	ElasticScaling float64
 	// StorageBandwidth for checkpoint writes, bytes/s, when the workload
 	// does not say. Default 200 GB/s.
 	StorageBandwidth float64
@@ -64,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReadyWithin == 0 {
 		o.ReadyWithin = time.Minute
+	}
+	if o.ElasticScaling == 0 {
+		o.ElasticScaling = 1
 	}
 	if o.StorageBandwidth == 0 {
 		o.StorageBandwidth = 200e9
@@ -155,6 +161,20 @@ type jobRun struct {
 	stopGen  int
 	stopping bool
 	ran      time.Duration // wall time of the run the preemption ended
+	// rate is the job's speed: 1 at its declared size, less for an
+	// elastic job running smaller (elasticRate), 0 while it resizes.
+	rate float64
+	// An elastic job resizing: its workers checkpoint, then restart at
+	// the new size; dropping are the allocations a shrink gives up once
+	// the checkpoint is written.
+	resizing bool
+	dropping []string
+	resizes  int
+	// segStart and segRate are when the job last (re)started and at what
+	// speed: a resize killed at its deadline loses the stretch since the
+	// last durable checkpoint of that segment.
+	segStart time.Duration
+	segRate  float64
 }
 
 type svcRun struct {
@@ -312,6 +332,12 @@ func (r *run) handle(e event) {
 	case evKill:
 		if j := r.jobs[e.a]; j != nil && j.stopping && j.stopGen == e.b {
 			r.kill(j)
+		} else if j != nil && j.resizing && j.stopGen == e.b {
+			if w := r.store.cancel(j.idx, r.now); w != nil {
+				r.store.report(w, r.now, false)
+			}
+			r.kickStorage()
+			r.endResize(j, false)
 		}
 	case evDurable:
 		r.durableCheckpoint()
@@ -385,8 +411,11 @@ func (r *run) arrive(idx int) {
 	j := &jobRun{idx: idx, spec: &s, remaining: s.Work, stretch: 1, queuedSince: s.Submit}
 	j.job = model.Job{ID: s.ID, Team: s.Team, Shape: s.Shape, Priority: s.Priority, Preemptible: s.Preemptible,
 		MaxRuntime: s.MaxRuntime, State: model.JobPending, SubmittedAt: Epoch.Add(s.Submit)}
-	if s.Preemptible {
+	if s.Preemptible || s.Elastic != nil {
 		j.job.Checkpoint = &model.Checkpoint{Path: "/ckpt/" + s.ID, SizeBytes: max(s.CheckpointBytes, 1)}
+	}
+	if ea, ok := r.pol.(elasticAware); ok && ea.Elastic() && s.Elastic != nil {
+		j.job.Elastic = s.Elastic
 	}
 	r.jobs[idx], r.byID[s.ID] = j, idx
 	r.slot[idx] = len(r.stateJobs)

@@ -50,7 +50,7 @@ func (r *Report) WriteHTML(dir string) error {
 		}
 	}
 	for i, c := range SizeClasses {
-		if !r.hasQueue(c) {
+		if !r.hasQueue(c) || c == RigidClass && !r.hasQueue(ElasticClass) {
 			continue // no job of that size: no plot (it was an empty -1..1 axis)
 		}
 		p, err := r.queueCDF(c)

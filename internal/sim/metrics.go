@@ -71,9 +71,13 @@ type Metrics struct {
 	Kills int `json:"kills"`
 	// Thrash counts preemptions of jobs preempted before; ThrashPct is
 	// that over all preemptions.
-	Thrash      int     `json:"thrash"`
-	ThrashPct   float64 `json:"thrash_pct"`
-	Relocations int     `json:"relocations"`
+	Thrash    int     `json:"thrash"`
+	ThrashPct float64 `json:"thrash_pct"`
+	// Shrinks and Grows are elastic jobs' resizes (§9.4): not counted in
+	// Preemptions, but in the budget and in LostGPUHours.
+	Shrinks     int `json:"shrinks"`
+	Grows       int `json:"grows"`
+	Relocations int `json:"relocations"`
 	// RelocationGain is largest_placeable.node recovered by relocations,
 	// summed over them (each: just after its old copy drained, less just
 	// before), and its mean per relocation.
@@ -100,6 +104,7 @@ type Metrics struct {
 	starved, paged                 map[string]bool
 	lost                           float64
 	preemptions, thrash            int
+	shrinks, grows                 int
 }
 
 // LargestAvg is largest_placeable per topology, averaged over time.
@@ -129,8 +134,30 @@ type Sample struct {
 }
 
 // SizeClasses are the queue-time buckets, by GPUs asked. `<64` is `<8`
-// and `8-63` together: the class §1's SLO speaks of.
-var SizeClasses = []string{"<8", "8-63", "<64", "64-255", ">=256"}
+// and `8-63` together: the class §1's SLO speaks of. The last two split
+// the jobs of 64 GPUs or more by whether the workload made them elastic
+// (the same jobs under every policy, so berth-rigid and berth compare);
+// reports show them only when some job was elastic.
+var SizeClasses = []string{"<8", "8-63", "<64", "64-255", ">=256", ElasticClass, RigidClass}
+
+// The classes of jobs of 64 GPUs or more, elastic or not.
+const (
+	ElasticClass = "64+ elastic"
+	RigidClass   = "64+ rigid"
+)
+
+// jobClasses lists the buckets a job falls in.
+func jobClasses(s *JobSpec) []string {
+	out := sizeClasses(s.Shape.GPUs)
+	switch {
+	case s.Shape.GPUs < 64:
+	case s.Elastic != nil:
+		out = append(out, ElasticClass)
+	default:
+		out = append(out, RigidClass)
+	}
+	return out
+}
 
 // sizeClasses lists the buckets a job of gpus falls in.
 func sizeClasses(gpus int) []string {
@@ -184,13 +211,13 @@ func (m *Metrics) sample(r *run) {
 }
 
 func (m *Metrics) queued(j *jobRun, wait time.Duration) {
-	for _, c := range sizeClasses(j.spec.Shape.GPUs) {
+	for _, c := range jobClasses(j.spec) {
 		m.queue[c] = append(m.queue[c], wait.Hours())
 	}
 }
 
 func (m *Metrics) firstQueued(j *jobRun, wait time.Duration) {
-	for _, c := range sizeClasses(j.spec.Shape.GPUs) {
+	for _, c := range jobClasses(j.spec) {
 		m.firstQueue[c] = append(m.firstQueue[c], wait.Hours())
 	}
 }
@@ -272,6 +299,7 @@ func (m *Metrics) finish(r *run, wall time.Duration) {
 		m.DemandShedPct = 100 * m.shedGPUh / m.demandGPUh
 	}
 	m.Preemptions, m.Thrash, m.LostGPUHours, m.Kills = m.preemptions, m.thrash, round1(m.lost), m.kills
+	m.Shrinks, m.Grows = m.shrinks, m.grows
 	if m.preemptions > 0 {
 		m.ThrashPct = 100 * float64(m.thrash) / float64(m.preemptions)
 	}

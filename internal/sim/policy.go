@@ -27,6 +27,8 @@ func NewPolicy(name string, seed uint64) (Policy, error) {
 	switch name {
 	case "berth":
 		return berthPolicy{}, nil
+	case "berth-rigid":
+		return berthPolicy{rigid: true}, nil
 	case "best-fit":
 		return newBaseline(name, pickBest, true, false, seed), nil
 	case "static-split":
@@ -38,13 +40,27 @@ func NewPolicy(name string, seed uint64) (Policy, error) {
 	case "random":
 		return newBaseline(name, pickRandom, false, false, seed), nil
 	}
-	return nil, fmt.Errorf("policy: %q is not one of %s", name, strings.Join(PolicyNames, ", "))
+	return nil, fmt.Errorf("policy: %q is not one of %s, berth-rigid", name, strings.Join(PolicyNames, ", "))
 }
 
 // berthPolicy is the scheduling core, exactly as the server runs it.
-type berthPolicy struct{}
+// berth-rigid is the same core with every elastic job submitted rigid at
+// its maximum: elastic training's own comparison, same jobs, same run.
+type berthPolicy struct{ rigid bool }
 
-func (berthPolicy) Name() string { return "berth" }
+func (p berthPolicy) Name() string {
+	if p.rigid {
+		return "berth-rigid"
+	}
+	return "berth"
+}
+
+// Elastic reports whether the policy runs elastic jobs as elastic (the
+// baselines, which cannot resize a job, run them rigid at their maximum).
+func (p berthPolicy) Elastic() bool { return !p.rigid }
+
+// elasticAware is a policy that resizes elastic jobs.
+type elasticAware interface{ Elastic() bool }
 
 func (berthPolicy) Plan(v *View, now time.Time) sched.Decision {
 	return sched.PlanOn(v.Index, v.State, now)

@@ -84,6 +84,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("fully free nodes (avg)", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.FullyFreeNodes) })
 	row("fragmented free GPUs (avg)", func(m *Metrics) string { return fmt.Sprintf("%.0f", m.FragmentedGPUs) })
 	for _, c := range SizeClasses {
+		if (c == ElasticClass || c == RigidClass) && !r.hasQueue(ElasticClass) {
+			continue
+		}
 		row("queue h p50/p90/p99 "+c+" GPUs", func(m *Metrics) string {
 			q := m.QueueHours[c]
 			if q.Count == 0 {
@@ -102,6 +105,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("preemptions per hour", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.PreemptionsPerHour) })
 	row("GPU-h lost to preemption (% of training)", func(m *Metrics) string { return fmt.Sprintf("%.1f (%.2f%%)", m.LostGPUHours, m.LostPct) })
 	row("kills at the deadline", func(m *Metrics) string { return fmt.Sprint(m.Kills) })
+	row("elastic shrinks / grows", func(m *Metrics) string { return fmt.Sprintf("%d / %d", m.Shrinks, m.Grows) })
 	row("repeat preemptions (% of all)", func(m *Metrics) string { return fmt.Sprintf("%d (%.1f%%)", m.Thrash, m.ThrashPct) })
 	row("relocations (largest_placeable.node recovered)", func(m *Metrics) string {
 		return fmt.Sprintf("%d (%+d)", m.Relocations, m.RelocationGain)

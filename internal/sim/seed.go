@@ -105,6 +105,11 @@ type ClassConfig struct {
 	Preemptible        bool       `yaml:"preemptible"`
 	BusinessHours      bool       `yaml:"business_hours"`
 	DeclaresMaxRuntime bool       `yaml:"declares_max_runtime"`
+	// Elastic is the share of the class's jobs that are elastic (§9.4),
+	// running between half their GPUs (whole nodes) and all of them;
+	// chosen by a hash of the job's id, so the jobs are the same ones
+	// whatever the share.
+	Elastic float64 `yaml:"elastic"`
 }
 
 // LoadSeedConfig reads the defaults, then overlays the file at path (if
@@ -351,6 +356,9 @@ func (cs *classStream) advance() {
 			Preemptible: k.Preemptible, CheckpointBytes: int64(k.CheckpointGB * 1e9), DurableEvery: cs.durable}
 		if k.DeclaresMaxRuntime {
 			cs.next.MaxRuntime = time.Duration(k.Runtime[1] * float64(time.Hour))
+		}
+		if k.Topology != string(model.TopologyNode) && elasticPick(cs.next.ID, k.Elastic) {
+			cs.next.Elastic = elasticRange(k.GPUs)
 		}
 		cs.n++
 		cs.has = true

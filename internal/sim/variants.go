@@ -17,6 +17,9 @@ import (
 //     and sharing has the least to gain.
 //   - seed-heavy: 20% more training GPU-hours, and every service's
 //     max_replicas 20% higher, so inference's capped peak grows too.
+//   - seed-heavy-elastic: seed-heavy with half of its training jobs of 64
+//     GPUs or more elastic (§9.4), the same jobs on the same seed: run it
+//     with --policy berth-rigid,berth to see what elasticity buys.
 var seedVariants = map[string]func(c *SeedConfig){
 	"seed": func(*SeedConfig) {},
 	"seed-correlated": func(c *SeedConfig) {
@@ -24,15 +27,25 @@ var seedVariants = map[string]func(c *SeedConfig){
 			c.Training.Classes[i].BusinessHours = true
 		}
 	},
-	"seed-heavy": func(c *SeedConfig) {
-		tr := c.Utilization * c.TrainingShare * 1.2
-		inf := c.Utilization * (1 - c.TrainingShare)
-		c.Utilization, c.TrainingShare = tr+inf, tr/(tr+inf)
-		for i := range c.Inference.Services {
-			s := &c.Inference.Services[i]
-			s.Max = int(math.Round(float64(s.Max) * 1.2))
+	"seed-heavy": heavy,
+	"seed-heavy-elastic": func(c *SeedConfig) {
+		heavy(c)
+		for i := range c.Training.Classes {
+			if k := &c.Training.Classes[i]; k.GPUs >= 64 {
+				k.Elastic = 0.5
+			}
 		}
 	},
+}
+
+func heavy(c *SeedConfig) {
+	tr := c.Utilization * c.TrainingShare * 1.2
+	inf := c.Utilization * (1 - c.TrainingShare)
+	c.Utilization, c.TrainingShare = tr+inf, tr/(tr+inf)
+	for i := range c.Inference.Services {
+		s := &c.Inference.Services[i]
+		s.Max = int(math.Round(float64(s.Max) * 1.2))
+	}
 }
 
 // SeedVariants lists the named seed workloads.

@@ -112,6 +112,10 @@ type JobSpec struct {
 	// it runs (R3); a preemption that misses its deadline is a kill that
 	// loses the progress since the last one. Zero takes 45 minutes.
 	DurableEvery time.Duration
+	// Elastic, when set, lets the job run between its min and max
+	// (Shape.GPUs is the max; Work is measured there). Policies that
+	// cannot resize run it rigid at its max.
+	Elastic *model.Elastic
 }
 
 // DefaultDurableEvery is R3's interval of durable checkpoints.

@@ -30,3 +30,20 @@ func ExitCode(err error) int {
 	}
 	return 1
 }
+
+// ResizeSignal delivers one value per SIGUSR1: the agent's notice that an
+// elastic job's size changed (the new size is in $BERTH_SIZE_FILE).
+func ResizeSignal() <-chan struct{} {
+	out := make(chan struct{}, 1)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	go func() {
+		for range sig {
+			select {
+			case out <- struct{}{}:
+			default: // one notice pending is enough: the file has the size
+			}
+		}
+	}()
+	return out
+}

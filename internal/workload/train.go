@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/berthsched/berth/internal/atomicfile"
@@ -26,7 +28,12 @@ type TrainConfig struct {
 	// looks like to the agent.
 	CheckpointBytes     int64
 	CheckpointBandwidth float64
-	Out                 io.Writer
+	// Elastic follows the job's size (§9.4): on each value from Resize
+	// (SIGUSR1) it reads $BERTH_SIZE_FILE, checkpoints, and carries on
+	// at the new size, the restart point a torchrun job would take.
+	Elastic bool
+	Resize  <-chan struct{}
+	Out     io.Writer
 }
 
 // CheckpointStats is what a workload tells its agent about the checkpoint
@@ -83,10 +90,30 @@ func Train(stop <-chan struct{}, cfg TrainConfig) error {
 	} else {
 		fmt.Fprintf(cfg.Out, "starting at step 0 of %d\n", cfg.Steps)
 	}
+	size := 0
+	if cfg.Elastic {
+		size = jobSize(0)
+		fmt.Fprintf(cfg.Out, "elastic: running at %d GPUs\n", size)
+	}
 	t := time.NewTicker(cfg.StepTime)
 	defer t.Stop()
 	for step < cfg.Steps {
 		select {
+		case <-cfg.Resize:
+			if !cfg.Elastic {
+				continue
+			}
+			n := jobSize(size)
+			if n == size {
+				continue
+			}
+			path, err := saveCheckpoint(cfg, job, step)
+			if err != nil {
+				return fmt.Errorf("checkpoint on resize: %w", err)
+			}
+			fmt.Fprintf(cfg.Out, "resized: %d to %d GPUs; checkpointed step %d to %s; continuing at %d\n", size, n, step, path, n)
+			size = n
+			continue
 		case <-stop:
 			path, err := saveCheckpoint(cfg, job, step)
 			if err != nil {
@@ -97,7 +124,11 @@ func Train(stop <-chan struct{}, cfg TrainConfig) error {
 		case <-t.C:
 		}
 		step++
-		fmt.Fprintf(cfg.Out, "step %d/%d\n", step, cfg.Steps)
+		if cfg.Elastic {
+			fmt.Fprintf(cfg.Out, "step %d/%d at %d GPUs\n", step, cfg.Steps, size)
+		} else {
+			fmt.Fprintf(cfg.Out, "step %d/%d\n", step, cfg.Steps)
+		}
 		if cfg.CheckpointEvery > 0 && step%cfg.CheckpointEvery == 0 && step < cfg.Steps {
 			path, err := saveCheckpoint(cfg, job, step)
 			if err != nil {
@@ -108,6 +139,22 @@ func Train(stop <-chan struct{}, cfg TrainConfig) error {
 	}
 	fmt.Fprintf(cfg.Out, "done: %d steps\n", step)
 	return nil
+}
+
+// jobSize is the job's size: $BERTH_SIZE_FILE when it names a readable
+// number, else $BERTH_JOB_GPUS, else old.
+func jobSize(old int) int {
+	if f := os.Getenv("BERTH_SIZE_FILE"); f != "" {
+		if b, err := os.ReadFile(f); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("BERTH_JOB_GPUS")); err == nil && n > 0 && old == 0 {
+		return n
+	}
+	return old
 }
 
 func readCheckpoint(path string) (Checkpoint, error) {

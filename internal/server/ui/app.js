@@ -126,7 +126,7 @@
     if (p) {
       if (p.would_preempt && p.would_preempt.length) {
         kids.push(el("table", {}, el("tr", {}, ["would preempt", "team", "GPUs", "running", "since checkpoint", "cost"].map((h) => el("th", {}, h))),
-          p.would_preempt.map((v) => el("tr", {}, el("td", {}, v.job), el("td", {}, v.team), el("td", {}, v.gpus),
+          p.would_preempt.map((v) => el("tr", {}, el("td", {}, v.resize_to ? "shrink " + v.job + " to " + v.resize_to : v.job), el("td", {}, v.team), el("td", {}, v.gpus),
             el("td", {}, dur(v.runtime)), el("td", {}, dur(v.since_checkpoint)), el("td", {}, hours(v.cost_gpu_hours))))));
       }
       if (!a.resolved_at && !a.choice) {
@@ -209,6 +209,10 @@
           el("div", {}, j.shape.gpus + " GPUs · topology " + j.shape.topology + " · " + j.state + " · priority " + j.priority +
             (j.preemptible ? " · preemptible" : "") + (j.preempt_count ? " · preempted " + j.preempt_count + "×" : "")),
           j.pending_reason ? el("p", { class: "reason" }, "why pending: " + j.pending_reason.message) : null,
+          j.elastic ? el("div", { "data-elastic": "" }, "elastic " + j.elastic.min_gpus + "-" + j.elastic.max_gpus + " GPUs · runs at " + (j.size || 0) +
+            " · resized " + (j.resize_count || 0) + "×") : null,
+          j.elastic && j.resizes ? el("table", { class: "resizes" }, j.resizes.map((r) => el("tr", {}, el("td", {}, when(r.at)),
+            el("td", {}, r.from + " → " + r.to + " GPUs"), el("td", {}, r.why)))) : null,
           el("h3", {}, "allocations"), el("ul", {}, (j.allocations || []).map((a) => el("li", {}, a.id + " on " + a.node_id + " GPUs " + a.gpu_mask + (a.stopping ? " (stopping)" : "")))),
           el("h3", {}, "history"), el("table", { class: "history" }, (j.history || []).map((e) => el("tr", {}, el("td", {}, when(e.at)), el("td", {}, e.event), el("td", {}, e.detail || "")))),
           el("h3", {}, "log (last 40 lines of stdout)"), el("pre", { class: "logs" }, logs || "(empty)"));

@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/model"
+)
+
+// TestElasticJobShrinksForInferenceAndGrowsBack: a 8-16 GPU elastic job on
+// two real agents starts at 16; an inference deployment that needs a node
+// shrinks it to 8 (one worker checkpoints and exits, the other is told
+// the new size and carries on); when the deployment goes, the job grows
+// back to 16 onto the freed node. It is never requeued.
+func TestElasticJobShrinksForInferenceAndGrowsBack(t *testing.T) {
+	f := newFleet(t)
+	n1, n2 := f.startAgent("el-1", ""), f.startAgent("el-2", "")
+	agents := []*runningAgent{n1, n2}
+	job := f.submit(api.JobRequest{Name: "elastic", GPUs: 16, Topology: "pod", Elastic: &model.Elastic{MinGPUs: 8, MaxGPUs: 16},
+		Checkpoint: &api.CheckpointRequest{Path: t.TempDir(), Bytes: 1 << 20}},
+		"train", "-elastic", "-steps", "1000000", "-step-time", "20ms")
+	logOf := func(alloc string) string {
+		for _, ra := range agents {
+			if l := readLog(t, ra, alloc, "stdout.log"); l != "" {
+				return l
+			}
+		}
+		return ""
+	}
+	live := func(j api.Job) []model.Allocation {
+		var out []model.Allocation
+		for _, a := range j.Allocations {
+			if !a.Stopping {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	var first []model.Allocation
+	eventually(t, "the job running at 16 on both nodes", func() error {
+		j := f.job(job)
+		first = live(j)
+		if j.State != model.JobRunning || j.Size != 16 || len(first) != 2 {
+			return fmt.Errorf("state %s size %d allocations %d", j.State, j.Size, len(first))
+		}
+		for _, a := range first {
+			if !strings.Contains(logOf(a.ID), "elastic: running at 16 GPUs") {
+				return fmt.Errorf("%s log: %q", a.ID, logOf(a.ID))
+			}
+		}
+		return nil
+	})
+
+	one := 1
+	dep := api.DeploymentRequest{Name: "chat", Model: "m", Team: "t", MinReplicas: 1, MaxReplicas: 1, Desired: &one,
+		ReplicaShape: api.ReplicaShape{GPUs: 8, Topology: "node"},
+		Command:      []string{os.Args[0]}, Env: map[string]string{"BERTH_TEST_WORKLOAD": "serve"}}
+	if err := f.api.Do(context.Background(), "POST", "/v1/deployments", dep, nil); err != nil {
+		t.Fatal(err)
+	}
+	var kept model.Allocation
+	eventually(t, "the job shrunk to 8, its other worker told so", func() error {
+		j := f.job(job)
+		if j.State != model.JobRunning || j.Size != 8 || len(j.Allocations) != 1 {
+			return fmt.Errorf("state %s size %d allocations %+v", j.State, j.Size, j.Allocations)
+		}
+		kept = j.Allocations[0]
+		if l := logOf(kept.ID); !strings.Contains(l, "resized: 16 to 8 GPUs") {
+			return fmt.Errorf("survivor %s log has no resize: %q", kept.ID, tail(l))
+		}
+		return nil
+	})
+	for _, a := range first {
+		if a.ID != kept.ID && !strings.Contains(logOf(a.ID), "SIGTERM: checkpointed") {
+			t.Errorf("the dropped worker %s did not checkpoint on its way out: %q", a.ID, tail(logOf(a.ID)))
+		}
+	}
+
+	if err := f.api.Do(context.Background(), "DELETE", "/v1/deployments/chat", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the job grown back to 16", func() error {
+		j := f.job(job)
+		l := live(j)
+		if j.State != model.JobRunning || j.Size != 16 || len(l) != 2 {
+			return fmt.Errorf("state %s size %d allocations %d", j.State, j.Size, len(l))
+		}
+		if s := logOf(kept.ID); !strings.Contains(s, "resized: 8 to 16 GPUs") {
+			return fmt.Errorf("survivor log has no growth: %q", tail(s))
+		}
+		for _, a := range l {
+			if a.ID != kept.ID && !strings.Contains(logOf(a.ID), "elastic: running at 16 GPUs") {
+				return fmt.Errorf("new worker %s log: %q", a.ID, tail(logOf(a.ID)))
+			}
+		}
+		return nil
+	})
+	j := f.job(job)
+	if slices.ContainsFunc(j.History, func(e model.Event) bool { return e.Event == "requeued" }) {
+		t.Fatalf("an elastic job was requeued instead of resized: %v", j.History)
+	}
+	var whys []string
+	for _, r := range j.Resizes {
+		whys = append(whys, fmt.Sprintf("%d->%d %s", r.From, r.To, strings.Fields(r.Why)[0]))
+	}
+	if got := strings.Join(whys, ", "); got != "16->8 shrink, 8->16 grow" {
+		t.Fatalf("resize history %q", got)
+	}
+	f.api.CancelJob(t.Context(), job)
+}
+
+func tail(s string) string {
+	if len(s) > 400 {
+		return "…" + s[len(s)-400:]
+	}
+	return s
+}

@@ -1,0 +1,213 @@
+package sched
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// Elastic training (§9.4). A pending elastic job asks for its minimum
+// (model.Job.Request), so it starts as soon as that fits, with every rule
+// a rigid gang of that size has: quota, backfill, preemption, holds. Two
+// things are its own:
+//
+//   - growth: after the queue has had its turn, GPUs nothing placed or
+//     held are given to elastic jobs below their maximum, whole nodes
+//     beside the ones they run on (the same pod for `pod`), in rank order.
+//     A job bound this pass grows inside its bind (no restart); a running
+//     one grows by a Bind marked Grow, which the workload joins at its
+//     next checkpoint.
+//   - shrink: what an elastic job runs above its minimum is a victim of
+//     its own, first in the preemption order, for any work that needs
+//     room (inference, or training of any rank: growth was idle capacity
+//     lent, not a place in the queue). It is a Preemption with ResizeTo:
+//     only those allocations stop, the job runs on at the smaller size.
+//     It costs what a preemption costs: the budget counts its GPUs, and
+//     its price is the whole job's progress since its last checkpoint
+//     (every worker restarts from it).
+//
+// A running job grows only GrowAfter after its last start or resize:
+// growth into GPUs that are taken back minutes later buys a restart and
+// nothing else.
+
+// splitGrowth splits each elastic job above its minimum into the victim
+// it keeps (oldest allocations first, until they reach the minimum) and
+// the growth beyond it, and returns the victims with the growth added.
+func (p *planner) splitGrowth(order []*victim) []*victim {
+	out := order
+	for _, v := range order {
+		e := v.job.Elastic
+		if e == nil || v.gpus <= e.MinGPUs {
+			continue
+		}
+		stopping := false
+		for _, a := range v.allocs {
+			stopping = stopping || a.Stopping
+		}
+		if stopping {
+			continue // a resize or preemption is in flight: wait for it
+		}
+		allocs := slices.Clone(v.allocs)
+		slices.SortFunc(allocs, func(x, y model.Allocation) int {
+			if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.ID, y.ID)
+		})
+		kept, n := 0, 0
+		for n < len(allocs) && kept < e.MinGPUs {
+			kept += allocs[n].GPUs.Count()
+			n++
+		}
+		if n == len(allocs) {
+			continue
+		}
+		g := &victim{job: v.job, rank: v.rank, tier: tierShrink, shrinkTo: kept, total: v.gpus}
+		v.allocs, v.nodes, v.gpus = allocs[:n], p.nodesOf(allocs[:n]), kept
+		g.allocs, g.nodes = allocs[n:], p.nodesOf(allocs[n:])
+		for _, a := range g.allocs {
+			g.gpus += a.GPUs.Count()
+			if a.CreatedAt.After(g.created) {
+				g.created = a.CreatedAt
+			}
+		}
+		v.growth, v.total = g, g.total
+		out = append(out, g)
+	}
+	return out
+}
+
+func (p *planner) nodesOf(allocs []model.Allocation) []int {
+	out := make([]int, 0, len(allocs))
+	for _, a := range allocs {
+		if i, ok := p.ix.byID[a.NodeID]; ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// growCand is an elastic job that may grow this pass: bind is its Bind in
+// this pass's decision, or -1 when it was already running on allocs.
+type growCand struct {
+	job    *model.Job
+	rank   rank
+	bind   int
+	allocs []model.Allocation
+}
+
+// growElastic hands the GPUs the queue left idle to elastic jobs below
+// their maximum.
+func (p *planner) growElastic() {
+	if len(p.bound) == 0 && len(p.elastic) == 0 {
+		return
+	}
+	cands := p.bound
+	if len(p.elastic) > 0 {
+		byJob := map[string]int{}
+		for _, j := range p.elastic {
+			byJob[j.ID] = len(cands)
+			r := rankOf(priorityOf(j, p.now, p.cfg.Aging, false).Effective, j)
+			r.tier = sloTier(j, p.now, p.cfg.SLO, false)
+			cands = append(cands, growCand{job: j, rank: r, bind: -1})
+		}
+		for _, a := range p.s.Allocations {
+			if k, ok := byJob[a.OwnerID]; ok && a.OwnerKind != model.OwnerInference {
+				cands[k].allocs = append(cands[k].allocs, a)
+			}
+		}
+	}
+	slices.SortStableFunc(cands, func(x, y growCand) int {
+		switch {
+		case x.rank.above(y.rank):
+			return -1
+		case y.rank.above(x.rank):
+			return 1
+		}
+		return 0
+	})
+	for _, c := range cands {
+		p.growOne(c)
+	}
+}
+
+// growOne grows one job by whole nodes next to the ones it has: the
+// largest allowed size that fits.
+func (p *planner) growOne(c growCand) {
+	j, e := c.job, c.job.Elastic
+	var parts []Part
+	cur := 0
+	if c.bind >= 0 {
+		parts = p.d.Binds[c.bind].Parts
+	} else {
+		for _, a := range c.allocs {
+			if a.Stopping {
+				return // a resize or preemption is in flight
+			}
+			parts = append(parts, Part{Node: a.NodeID, GPUs: a.GPUs})
+		}
+		if later(j.StartedAt, j.ResizedAt).Add(p.cfg.GrowAfter).After(p.now) {
+			return
+		}
+		// Growth can wait; a preemption's checkpoint (inference reclaiming
+		// its pool) cannot. Only on storage with room for this write.
+		b := &p.budget
+		if b.degraded || b.inFlight+p.writeRate(j) > b.bandwidth*p.cfg.Storage.BudgetFraction/2 {
+			return
+		}
+	}
+	for _, pt := range parts {
+		cur += pt.GPUs.Count()
+	}
+	if len(parts) == 0 || cur >= e.MaxGPUs {
+		return
+	}
+	anchor, ok := p.ix.byID[parts[0].Node]
+	if !ok {
+		return
+	}
+	ns := &p.ix.nodes[anchor]
+	g := p.ix.groups[ns.group]
+	u, room := unit{g: g, pod: -1, node: -1}, g.free
+	if j.Shape.Topology == model.TopologyPod {
+		u.pod, room = ns.pod, g.pods[ns.pod].free
+	}
+	for size := e.AtMost(cur + room); size > cur; size = e.AtMost(size - 1) {
+		extra := size - cur
+		borrowed, why := p.quota.admit(j, extra)
+		if why != nil {
+			continue
+		}
+		req := model.Request{Shape: j.Shape, Kind: model.OwnerTraining, OwnerID: j.ID, Priority: j.Priority, Preemptible: true}
+		req.GPUs = extra
+		req.CPUMilli, req.MemoryMiB = share(j.Shape.CPUMilli, extra, j.Shape.GPUs), share(j.Shape.MemoryMiB, extra, j.Shape.GPUs)
+		cp := p.ix.Checkpoint()
+		pl, ok := p.ix.placeUnit(u, &req, p.cfg.Pools, placeOpts{exclude: p.exclude})
+		if !ok || !p.wholeNodes(pl.Parts) {
+			p.ix.Rollback(cp)
+			continue
+		}
+		p.quota.add(j, extra, borrowed || pl.Borrowed)
+		if c.bind >= 0 {
+			b := &p.d.Binds[c.bind]
+			b.Parts = append(b.Parts, pl.Parts...)
+			b.Borrowed = b.Borrowed || borrowed || pl.Borrowed
+			return
+		}
+		pl.Borrowed = pl.Borrowed || borrowed
+		p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerTraining, OwnerID: j.ID, Preemptible: true, Grow: true, ResizeFrom: cur, Placement: pl})
+		return
+	}
+}
+
+// wholeNodes reports whether every part takes all of its node's GPUs.
+func (p *planner) wholeNodes(parts []Part) bool {
+	for _, pt := range parts {
+		i, ok := p.ix.byID[pt.Node]
+		if !ok || pt.GPUs != p.ix.nodes[i].usable {
+			return false
+		}
+	}
+	return true
+}

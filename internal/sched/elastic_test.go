@@ -1,0 +1,224 @@
+package sched
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched/schedtest"
+)
+
+var elasticNow = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+
+// elasticJob is a pod-topology job that runs at 16 to 32 GPUs.
+func elasticJob(id string, state model.JobState) model.Job {
+	j := model.Job{ID: id, Shape: model.Shape{GPUs: 32, Topology: model.TopologyPod}, Preemptible: true,
+		Checkpoint: &model.Checkpoint{Path: "/ckpt/" + id, SizeBytes: 1e9}, State: state,
+		Elastic:     &model.Elastic{MinGPUs: 16, MaxGPUs: 32},
+		SubmittedAt: elasticNow.Add(-3 * time.Hour)}
+	if state == model.JobRunning {
+		j.StartedAt, j.LastCheckpointAt = elasticNow.Add(-2*time.Hour), elasticNow.Add(-20*time.Minute)
+	}
+	return j
+}
+
+// wholeNodes gives owner the whole nodes named, created at the times given.
+func wholeNodes(owner string, at []time.Time, nodes ...int) []model.Allocation {
+	var out []model.Allocation
+	for k, n := range nodes {
+		out = append(out, model.Allocation{ID: fmt.Sprintf("%s-%d", owner, k), NodeID: schedtest.NodeName(n), GPUs: model.FullMask(8),
+			OwnerKind: model.OwnerTraining, OwnerID: owner, Preemptible: true, CreatedAt: at[k]})
+	}
+	return out
+}
+
+func times(ts ...time.Duration) []time.Time {
+	out := make([]time.Time, len(ts))
+	for i, d := range ts {
+		out[i] = elasticNow.Add(-d)
+	}
+	return out
+}
+
+func bindGPUs(d Decision, owner string) (int, *Bind) {
+	for i := range d.Binds {
+		if d.Binds[i].OwnerID == owner {
+			return d.Binds[i].GPUs(), &d.Binds[i]
+		}
+	}
+	return 0, nil
+}
+
+func TestElasticStartsAtWhatFits(t *testing.T) {
+	tests := []struct {
+		name     string
+		busy     []int // nodes of pod-a another job holds
+		wantGPUs int
+	}{
+		{"an empty pod: straight to the maximum, in one bind", nil, 32},
+		{"two nodes free: the minimum", []int{0, 1}, 16},
+		{"three free: the largest allowed size that fits", []int{0}, 24},
+		{"one free: below the minimum, it waits", []int{0, 1, 2}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := State{Nodes: schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 4, GPUs: 8}),
+				Jobs: JobsOf([]model.Job{elasticJob("el", model.JobPending)})}
+			if len(tt.busy) > 0 {
+				other := model.Job{ID: "other", Shape: model.Shape{GPUs: 8 * len(tt.busy), Topology: model.TopologyPod}, State: model.JobRunning,
+					SubmittedAt: elasticNow.Add(-5 * time.Hour), StartedAt: elasticNow.Add(-5 * time.Minute)}
+				s.Jobs = append(s.Jobs, &other)
+				ts := make([]time.Duration, len(tt.busy))
+				s.Allocations = wholeNodes("other", times(ts...), tt.busy...)
+			}
+			d := Plan(s, elasticNow)
+			got, b := bindGPUs(d, "el")
+			if got != tt.wantGPUs {
+				t.Fatalf("bound %d GPUs, want %d (binds %+v, pending %+v)", got, tt.wantGPUs, d.Binds, d.Pending)
+			}
+			if b != nil && b.Grow {
+				t.Fatalf("a job starting is bound, not grown: %+v", b)
+			}
+			if got == 0 && len(d.Pending) != 1 {
+				t.Fatalf("below its minimum the job should be pending with a reason: %+v", d.Pending)
+			}
+		})
+	}
+}
+
+func TestElasticGrowsIntoIdleWholeNodesOfItsPod(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 2, NodesPerPod: 4, GPUs: 8})
+	run := func(j model.Job, allocs []model.Allocation) Decision {
+		return Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j}), Allocations: allocs}, elasticNow)
+	}
+	j := elasticJob("el", model.JobRunning)
+	j.Size = 16
+	d := run(j, wholeNodes("el", times(2*time.Hour, 2*time.Hour), 0, 1))
+	got, b := bindGPUs(d, "el")
+	if got != 16 || b == nil || !b.Grow || b.ResizeFrom != 16 {
+		t.Fatalf("a 16-GPU elastic job beside two idle nodes: bind %+v, want a 16-GPU grow from 16", b)
+	}
+	for _, pt := range b.Parts {
+		if pt.Node != schedtest.NodeName(2) && pt.Node != schedtest.NodeName(3) {
+			t.Fatalf("growth left the job's pod or took a partial node: %+v", b.Parts)
+		}
+	}
+
+	// Resized (or started) within GrowAfter: no growth, no restart.
+	j.ResizedAt = elasticNow.Add(-time.Minute)
+	if d := run(j, wholeNodes("el", times(2*time.Hour, time.Minute), 0, 1)); len(d.Binds) != 0 {
+		t.Fatalf("a job resized a minute ago grew again: %+v", d.Binds)
+	}
+
+	// Its own pod full, the other empty: a pod job does not grow across.
+	j.ResizedAt = time.Time{}
+	full := wholeNodes("el", times(2*time.Hour, 2*time.Hour), 0, 1)
+	other := model.Job{ID: "other", Shape: model.Shape{GPUs: 16, Topology: model.TopologyPod}, State: model.JobRunning, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-time.Hour)}
+	allocs := append(full, wholeNodes("other", times(time.Hour, time.Hour), 2, 3)...)
+	d = Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, other}), Allocations: allocs}, elasticNow)
+	if len(d.Binds) != 0 {
+		t.Fatalf("a pod job grew outside its pod: %+v", d.Binds)
+	}
+}
+
+// TestElasticShrinksBeforeAnyJobYields: inference that needs room takes an
+// elastic job's growth (its newest nodes) before preempting a rigid job,
+// even one that ranks lower; the job runs on at its minimum.
+func TestElasticShrinksBeforeAnyJobYields(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 6, GPUs: 8})
+	el := elasticJob("el", model.JobRunning)
+	el.Priority, el.Size = 50, 32
+	rigid := model.Job{ID: "rigid", Shape: model.Shape{GPUs: 16, Topology: model.TopologyPod}, Preemptible: true, Priority: 0,
+		Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1e9}, State: model.JobRunning,
+		SubmittedAt: elasticNow.Add(-5 * time.Hour), StartedAt: elasticNow.Add(-4 * time.Hour)}
+	allocs := wholeNodes("el", times(2*time.Hour, 2*time.Hour, 30*time.Minute, 30*time.Minute), 0, 1, 2, 3)
+	allocs = append(allocs, wholeNodes("rigid", times(4*time.Hour, 4*time.Hour), 4, 5)...)
+	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 2, Desired: 2, Priority: 100}
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{el, rigid}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	if len(d.Preemptions) != 1 {
+		t.Fatalf("want one shrink, got %+v", d.Preemptions)
+	}
+	p := d.Preemptions[0]
+	if p.JobID != "el" || p.ResizeTo != 16 || p.GPUs != 16 || strings.Join(p.Allocations, ",") != "el-2,el-3" {
+		t.Fatalf("want el shrunk to 16 by its two newest nodes, got %+v", p)
+	}
+	// Priced like a preemption: all 32 GPUs restart from the checkpoint
+	// written 20 minutes ago.
+	if p.LostGPUHours < 10 || p.LostGPUHours > 11 {
+		t.Fatalf("lost %.1f GPU-h, want 32 GPUs × 20 min ≈ 10.7", p.LostGPUHours)
+	}
+
+	// At its minimum it is an ordinary victim again, ranked by §7.
+	el.Size = 16
+	d = Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{el, rigid}), Allocations: append(wholeNodes("el", times(2*time.Hour, 2*time.Hour), 0, 1), allocs[4:]...),
+		Deployments: []model.Deployment{{ID: "chat", ReplicaShape: dep.ReplicaShape, MinReplicas: 1, MaxReplicas: 8, Desired: 6, Priority: 100}}}, elasticNow)
+	for _, p := range d.Preemptions {
+		if p.ResizeTo != 0 {
+			t.Fatalf("a job at its minimum was shrunk: %+v", p)
+		}
+	}
+}
+
+// TestElasticGrowthYieldsToAnyWaitingJob: growth is idle capacity lent;
+// a job submitted after the elastic one (ranked below it) takes it back.
+func TestElasticGrowthYieldsToAnyWaitingJob(t *testing.T) {
+	// A second pod of rigid work keeps the shrink within the budget
+	// (16 of 64 running training GPUs an hour).
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 2, NodesPerPod: 4, GPUs: 8})
+	el := elasticJob("el", model.JobRunning)
+	el.Size = 32
+	late := model.Job{ID: "late", Shape: model.Shape{GPUs: 16, Topology: model.TopologyPod}, State: model.JobPending, SubmittedAt: elasticNow.Add(-time.Minute)}
+	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 32, Topology: model.TopologyPod}, State: model.JobRunning, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	allocs := wholeNodes("el", times(2*time.Hour, 2*time.Hour, time.Hour, time.Hour), 0, 1, 2, 3)
+	allocs = append(allocs, wholeNodes("bulk", times(8*time.Hour, 8*time.Hour, 8*time.Hour, 8*time.Hour), 4, 5, 6, 7)...)
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{el, late, bulk}), Allocations: allocs}, elasticNow)
+	if len(d.Preemptions) != 1 || d.Preemptions[0].ResizeTo != 16 || d.Preemptions[0].For != "late" {
+		t.Fatalf("want el shrunk to 16 for late, got %+v", d.Preemptions)
+	}
+	if len(d.Reservations) != 1 || d.Reservations[0].Owner != "late" {
+		t.Fatalf("late should reserve the growth it waits for: %+v", d.Reservations)
+	}
+}
+
+func TestElasticValidation(t *testing.T) {
+	base := func() model.Job {
+		j := elasticJob("el", model.JobPending)
+		return j
+	}
+	tests := []struct {
+		name string
+		edit func(*model.Job)
+		want string
+	}{
+		{"valid", func(*model.Job) {}, ""},
+		{"min not a whole node", func(j *model.Job) { j.Elastic.MinGPUs = 12 }, "elastic.min_gpus: 12: expected a positive multiple of 8"},
+		{"max not above min", func(j *model.Job) { j.Elastic.MaxGPUs, j.Shape.GPUs = 16, 16 }, "elastic.max_gpus: 16 must be above min_gpus 16"},
+		{"node topology", func(j *model.Job) { j.Shape.Topology = model.TopologyNode }, "topology"},
+		{"gpus not max", func(j *model.Job) { j.Shape.GPUs = 24 }, "elastic.gpus: 24 must equal elastic max_gpus 32"},
+		{"sizes outside", func(j *model.Job) { j.Elastic.Sizes = []int{16, 40} }, "elastic.sizes[1]: 40: expected between"},
+		{"sizes not ascending", func(j *model.Job) { j.Elastic.Sizes = []int{16, 32, 24} }, "ascending"},
+		{"sizes must span", func(j *model.Job) { j.Elastic.Sizes = []int{16, 24} }, "must start at min_gpus 16 and end at max_gpus 32"},
+		{"no checkpoint", func(j *model.Job) { j.Checkpoint, j.Preemptible = nil, false }, "checkpoint: an elastic job must declare one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := base()
+			tt.edit(&j)
+			err := j.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	e := model.Elastic{MinGPUs: 16, MaxGPUs: 64, Sizes: []int{16, 32, 64}}
+	for n, want := range map[int]int{8: 0, 16: 16, 24: 16, 40: 32, 64: 64, 100: 64} {
+		if got := e.AtMost(n); got != want {
+			t.Errorf("AtMost(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
