@@ -156,7 +156,7 @@ func newFleetWith(t *testing.T, adjust func(*server.Config)) *fleet {
 			// runtime, and a budget one small fleet cannot exhaust.
 			// Ranked by priority alone: these tests drive preemption with
 			// small jobs, which §1's SLO tiers would have wait instead.
-			Sched: sched.Config{MinRuntime: time.Millisecond, Budget: sched.Budget{Warn: 10, Page: 20}, SLO: sched.SLO{MaxGPUs: -1}}},
+			Sched: sched.Config{MinRuntime: time.Millisecond, GrowAfter: time.Millisecond, Budget: sched.Budget{Warn: 10, Page: 20}, SLO: sched.SLO{MaxGPUs: -1}}},
 		Logger:    slog.New(slog.DiscardHandler),
 		Bootstrap: func(s string) { tokens <- s }}
 	if adjust != nil {
