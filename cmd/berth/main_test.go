@@ -103,7 +103,7 @@ func TestSimErrorsNameTheFlag(t *testing.T) {
 	for args, want := range map[string]string{
 		"sim run --workload openb":           "--pods",
 		"sim run --workload csv":             "--pods",
-		"sim run --workload trace":           "seed, seed-correlated, seed-heavy, seed-heavy-elastic, openb, csv",
+		"sim run --workload trace":           "seed, seed-correlated, seed-heavy, seed-heavy-elastic, seed-small, openb, csv",
 		"sim run --policy best-fit,fastest":  "--policy",
 		"sim run --format xml":               "--format",
 		"sim run --config /nonexistent.yaml": "nonexistent",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/sim"
 )
 
@@ -28,6 +29,7 @@ queue time and fragmentation go.`,
 
 type simRunOptions struct {
 	workload, pods, nodes, config, policy, format, report string
+	sacct, slurmInference, slurmMultiNode                 string
 	days                                                  float64
 	seed                                                  uint64
 	penalty                                               float64
@@ -49,11 +51,17 @@ Workloads:
   seed-heavy       seed with 20% more training and max_replicas +20%
   seed-heavy-elastic  seed-heavy with half its 64+ GPU training elastic
                    (half to all of its GPUs); compare --policy berth-rigid,berth
+  seed-small       32 nodes × 8 GPUs, six hours of 1-32 GPU jobs: the mix
+                   berth bench slurm replays live (docs/slurm.md)
   openb  Alibaba's openb GPU trace: --pods FILE --nodes FILE
   csv    a generic job list: --pods FILE (the jobs) with --nodes FILE (a node
          list in openb's format) or the seed fleet from --config
+  slurm  a Slurm site's own history: --sacct FILE, on --nodes FILE or the
+         seed fleet from --config (below)
 
 ` + sim.CSVColumns + `
+
+` + sim.SlurmFormats + `
 
 Policies: ` + strings.Join(sim.PolicyNames, ", ") + `; also berth-rigid (berth with
 every elastic job run rigid at its maximum)`,
@@ -61,10 +69,13 @@ every elastic job run rigid at its maximum)`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd.OutOrStdout(), cmd.ErrOrStderr(), o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.workload, "workload", "seed", "seed, seed-correlated, seed-heavy, seed-heavy-elastic, openb or csv")
+	f.StringVar(&o.workload, "workload", "seed", "seed, seed-correlated, seed-heavy, seed-heavy-elastic, seed-small, openb, csv or slurm")
 	f.StringVar(&o.pods, "pods", "", "the pod or job list (openb, csv)")
 	f.StringVar(&o.nodes, "nodes", "", "the node list (openb, csv)")
 	f.StringVar(&o.config, "config", "", "YAML overriding the seed workload's defaults")
+	f.StringVar(&o.sacct, "sacct", "", "the Slurm job history (slurm): sacct -P output or a jobcomp/filetxt log")
+	f.StringVar(&o.slurmInference, "slurm-inference", "", "partitions or QOS whose jobs are inference replicas (slurm), comma-separated")
+	f.StringVar(&o.slurmMultiNode, "slurm-multinode", "pod", "topology of a job on more than one node (slurm): pod or any")
 	f.StringVar(&o.policy, "policy", strings.Join(sim.PolicyNames, ","), "policies to compare, comma-separated")
 	f.Float64Var(&o.days, "days", 0, "simulated days (seed: default from the config, 30; traces: 0 = the whole trace)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed for the generator and the random policy")
@@ -98,6 +109,26 @@ func loadWorkload(o simRunOptions) (*sim.Workload, error) {
 		}
 		w.Trim(o.days)
 		return w, nil
+	case "slurm":
+		if o.sacct == "" {
+			return nil, fmt.Errorf("--sacct: required for --workload slurm (sacct -P output or a jobcomp/filetxt log)")
+		}
+		nodes, err := csvNodes(o)
+		if err != nil {
+			return nil, err
+		}
+		var inf []string
+		for _, p := range strings.Split(o.slurmInference, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				inf = append(inf, p)
+			}
+		}
+		w, err := sim.LoadSlurm(o.sacct, nodes, sim.SlurmMapping{Inference: inf, MultiNode: model.Topology(o.slurmMultiNode)})
+		if err != nil {
+			return nil, err
+		}
+		w.Trim(o.days)
+		return w, nil
 	case "csv":
 		if o.pods == "" {
 			return nil, fmt.Errorf("--pods: required for --workload csv (the job list)")
@@ -113,7 +144,7 @@ func loadWorkload(o simRunOptions) (*sim.Workload, error) {
 		w.Trim(o.days)
 		return w, nil
 	}
-	return nil, fmt.Errorf("--workload: %q is not one of %s, openb, csv", o.workload, strings.Join(sim.SeedVariants(), ", "))
+	return nil, fmt.Errorf("--workload: %q is not one of %s, openb, csv, slurm", o.workload, strings.Join(sim.SeedVariants(), ", "))
 }
 
 func csvNodes(o simRunOptions) ([]sim.Node, error) {

@@ -31,6 +31,10 @@ type Config struct {
 	// SharingNodes are the last nodes of the fleet, put in the sharing
 	// pool, where jobs may ask for a share of a GPU (gpu_milli).
 	SharingNodes int
+	// NodePools labels nodes by ID (n000, n001, ...) with a pool, as an
+	// operator labels agents (--pool): the shape pools of R1. It takes
+	// precedence over SharingNodes.
+	NodePools map[string]string
 	// Interval is the heartbeat interval, for server and agents.
 	Interval time.Duration
 	// Sched overrides the scheduling config (dev compresses time).
@@ -137,6 +141,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		pool := ""
 		if i >= cfg.Nodes-cfg.SharingNodes {
 			pool = "sharing"
+		}
+		if p, ok := cfg.NodePools[id]; ok {
+			pool = p
 		}
 		if err := s.startAgent(ctx, actx, id, pod, pool); err != nil {
 			return fail(err)

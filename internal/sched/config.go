@@ -126,6 +126,9 @@ type Budget struct {
 	Page float64 `json:"page,omitempty" yaml:"page"`
 }
 
+// WithDefaults is c with every zero field at its documented default.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	if c.FragTarget == 0 {
 		c.FragTarget = 8

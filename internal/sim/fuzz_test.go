@@ -67,3 +67,31 @@ func FuzzLoadOpenB(f *testing.F) {
 		}
 	})
 }
+
+func FuzzLoadSlurm(f *testing.F) {
+	f.Add([]byte("JobID|JobName|Partition|QOS|Account|Submit|Start|End|State|NNodes|AllocTRES\n" +
+		"1|a|train|normal|x|2026-11-02T10:00:00|2026-11-02T10:00:05|2026-11-02T10:30:05|COMPLETED|2|cpu=2,gres/gpu=16,node=2\n" +
+		"2|b|infer|high|y|2026-11-02T10:00:00|2026-11-02T10:00:05|2026-11-02T11:30:05|CANCELLED|1|gres/gpu:h100=4\n"))
+	f.Add([]byte("JobId=13 Name=a b JobState=COMPLETED Partition=train StartTime=2026-12-03T14:18:36 EndTime=2026-12-03T14:18:53 NodeCnt=1 Tres=cpu=1,gres/gpu=8 SubmitTime=2026-12-03T14:18:30\n"))
+	write := fuzzFile(f)
+	nodes := []model.Node{{ID: "n1", Pod: "p1", Model: "H100", GPUs: 8}, {ID: "n2", Pod: "p1", Model: "H100", GPUs: 8}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w, err := LoadSlurm(write(t, data), nodes, SlurmMapping{Inference: []string{"infer"}})
+		if err != nil {
+			return
+		}
+		for _, j := range w.Jobs {
+			if j.Shape.GPUs < 1 || j.Work <= 0 || j.Submit < 0 {
+				t.Fatalf("accepted a job of %d GPUs for %s at %s", j.Shape.GPUs, j.Work, j.Submit)
+			}
+			if j.Shape.Topology == model.TopologyNode && j.Shape.GPUs > 8 {
+				t.Fatalf("accepted %d GPUs on one 8-GPU node", j.Shape.GPUs)
+			}
+		}
+		for _, s := range w.Services {
+			if s.Shape.GPUs < 1 || len(s.Demand) != 2 || s.Demand[1].At < s.Demand[0].At {
+				t.Fatalf("accepted a service %+v", s)
+			}
+		}
+	})
+}

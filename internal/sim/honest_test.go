@@ -332,7 +332,7 @@ func businessHour(at time.Duration) bool {
 }
 
 func TestSeedVariants(t *testing.T) {
-	if got := SeedVariants(); !slices.Equal(got, []string{"seed", "seed-correlated", "seed-heavy", "seed-heavy-elastic"}) {
+	if got := SeedVariants(); !slices.Equal(got, []string{"seed", "seed-correlated", "seed-heavy", "seed-heavy-elastic", "seed-small"}) {
 		t.Errorf("variants %v", got)
 	}
 	if _, err := LoadSeedVariant("seed-light", ""); err == nil {

@@ -108,8 +108,11 @@ func (r *Report) timePlot(title, ylabel string, get func(Sample) float64) (*plot
 	return p, nil
 }
 
-// legendRoom raises the y axis so that the legend (top right, one line
-// per entry) sits above the data instead of over it.
+// LegendRoom raises the y axis so that the legend (top right, one line
+// per entry) sits above the data instead of over it. Every report's plots
+// use it (internal/peer's too).
+func LegendRoom(p *plot.Plot, entries int) { legendRoom(p, entries) }
+
 func legendRoom(p *plot.Plot, entries int) {
 	p.Legend.Top = true
 	p.Y.Min = min(p.Y.Min, 0)

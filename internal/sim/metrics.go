@@ -316,6 +316,10 @@ func (m *Metrics) finish(r *run, wall time.Duration) {
 	}
 }
 
+// PercentilesOf is nearest-rank percentiles of xs (hours), rounded to
+// hundredths: the one definition every report of queue time uses.
+func PercentilesOf(xs []float64) Percentiles { return percentiles(xs) }
+
 func percentiles(xs []float64) Percentiles {
 	if len(xs) == 0 {
 		return Percentiles{}

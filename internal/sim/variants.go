@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 )
 
 // seedVariants are the named variants of the seed workload, each an
@@ -20,6 +21,11 @@ import (
 //   - seed-heavy-elastic: seed-heavy with half of its training jobs of 64
 //     GPUs or more elastic (§9.4), the same jobs on the same seed: run it
 //     with --policy berth-rigid,berth to see what elasticity buys.
+//   - seed-small: the fleet one host can run live (32 nodes × 8 GPUs in 4
+//     pods), six hours of jobs of 1-32 GPUs that last minutes to hours,
+//     two small services over one business-hours hump. `berth bench
+//     slurm` replays it through a real Slurm, a real berth and this
+//     simulator (docs/slurm.md).
 var seedVariants = map[string]func(c *SeedConfig){
 	"seed": func(*SeedConfig) {},
 	"seed-correlated": func(c *SeedConfig) {
@@ -28,6 +34,7 @@ var seedVariants = map[string]func(c *SeedConfig){
 		}
 	},
 	"seed-heavy": heavy,
+	"seed-small": small,
 	"seed-heavy-elastic": func(c *SeedConfig) {
 		heavy(c)
 		for i := range c.Training.Classes {
@@ -36,6 +43,28 @@ var seedVariants = map[string]func(c *SeedConfig){
 			}
 		}
 	},
+}
+
+func small(c *SeedConfig) {
+	c.Fleet.Pods, c.Fleet.NodesPerPod = 4, 8
+	c.Days = 0.25
+	// Ten inference nodes (R1: max_replicas × replica GPUs), four small,
+	// eighteen training.
+	c.SmallPoolNodes = 4
+	c.Inference.BusinessStartHour, c.Inference.BusinessEndHour = 0, 6
+	c.Inference.Services = []ServiceConfig{
+		{Name: "chat-70b", GPUs: 8, Min: 1, Max: 6, Share: 0.6, Load: [2]time.Duration{30 * time.Second, 45 * time.Second}},
+		{Name: "chat-8b", GPUs: 4, Min: 2, Max: 8, Share: 0.4, Load: [2]time.Duration{10 * time.Second, 20 * time.Second}},
+	}
+	// The live systems' storage does not degrade on cue.
+	c.Storage.Degradations = DegradationConfig{}
+	c.Training.Classes = []ClassConfig{
+		{Name: "sweep", GPUs: 1, Topology: "node", Share: 0.15, Runtime: [2]float64{0.1, 1}, Priority: 10, CheckpointGB: 2, Preemptible: true, DeclaresMaxRuntime: true},
+		{Name: "notebook", GPUs: 2, Topology: "node", Share: 0.05, Runtime: [2]float64{0.25, 1}, Priority: 30, Preemptible: false},
+		{Name: "finetune", GPUs: 8, Topology: "node", Share: 0.30, Runtime: [2]float64{0.25, 1.5}, Priority: 40, CheckpointGB: 140, Preemptible: true, DeclaresMaxRuntime: true},
+		{Name: "multinode", GPUs: 16, Topology: "pod", Share: 0.25, Runtime: [2]float64{0.5, 2}, Priority: 50, CheckpointGB: 280, Preemptible: true},
+		{Name: "large", GPUs: 32, Topology: "pod", Share: 0.25, Runtime: [2]float64{0.5, 2}, Priority: 60, CheckpointGB: 420, Preemptible: true},
+	}
 }
 
 func heavy(c *SeedConfig) {
