@@ -32,7 +32,7 @@ type simRunOptions struct {
 	sacct, slurmInference, slurmMultiNode                 string
 	days                                                  float64
 	seed                                                  uint64
-	penalty                                               float64
+	penalty, slurmTimeScale                               float64
 }
 
 func newSimRunCmd() *cobra.Command {
@@ -76,6 +76,7 @@ every elastic job run rigid at its maximum)`,
 	f.StringVar(&o.sacct, "sacct", "", "the Slurm job history (slurm): sacct -P output or a jobcomp/filetxt log")
 	f.StringVar(&o.slurmInference, "slurm-inference", "", "partitions or QOS whose jobs are inference replicas (slurm), comma-separated")
 	f.StringVar(&o.slurmMultiNode, "slurm-multinode", "pod", "topology of a job on more than one node (slurm): pod or any")
+	f.Float64Var(&o.slurmTimeScale, "slurm-time-scale", 1, "multiply every time in the history (slurm): 60 for one berth bench slurm wrote at 60x")
 	f.StringVar(&o.policy, "policy", strings.Join(sim.PolicyNames, ","), "policies to compare, comma-separated")
 	f.Float64Var(&o.days, "days", 0, "simulated days (seed: default from the config, 30; traces: 0 = the whole trace)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed for the generator and the random policy")
@@ -123,7 +124,7 @@ func loadWorkload(o simRunOptions) (*sim.Workload, error) {
 				inf = append(inf, p)
 			}
 		}
-		w, err := sim.LoadSlurm(o.sacct, nodes, sim.SlurmMapping{Inference: inf, MultiNode: model.Topology(o.slurmMultiNode)})
+		w, err := sim.LoadSlurm(o.sacct, nodes, sim.SlurmMapping{Inference: inf, MultiNode: model.Topology(o.slurmMultiNode), TimeScale: o.slurmTimeScale})
 		if err != nil {
 			return nil, err
 		}

@@ -28,7 +28,9 @@ AllocTRES/ReqTRES/Tres (gres/gpu=N) or AllocGRES/ReqGRES (gpu:N). Optional:
 JobName, Partition, QOS, Account, State, Priority. Job steps (123.batch)
 are skipped; a job's runs (requeues) add up to its work. One node: topology
 node; more: --slurm-multinode (pod). Partitions or QOS named in
---slurm-inference are inference replicas, alive from start to end.`
+--slurm-inference are inference replicas, alive from start to end.
+--slurm-time-scale F multiplies every time (60 for a history berth bench
+slurm wrote at 60x).`
 
 // SlurmMapping says how Slurm's notions become berth's.
 type SlurmMapping struct {
@@ -38,6 +40,10 @@ type SlurmMapping struct {
 	// MultiNode is the topology of a job on more than one node (pod: the
 	// gang wanted one leaf switch; any: it did not care).
 	MultiNode model.Topology
+	// TimeScale multiplies every time in the history (0 or 1: as it is).
+	// A history written in compressed time, like `berth bench slurm`'s
+	// at 60x, replays at the workload's own clock with 60.
+	TimeScale float64
 }
 
 // slurmRecord is one job run as the history has it, fields by their
@@ -74,6 +80,13 @@ func LoadSlurm(path string, nodes []model.Node, m SlurmMapping) (*Workload, erro
 	if len(nodes) == 0 {
 		return nil, errors.New("--workload slurm: no nodes to replay on")
 	}
+	if m.TimeScale == 0 {
+		m.TimeScale = 1
+	}
+	if m.TimeScale < 0 || m.TimeScale > 1e6 {
+		return nil, fmt.Errorf("--slurm-time-scale: %g: expected a positive number up to 1e6", m.TimeScale)
+	}
+	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * m.TimeScale) }
 	recs, err := readSlurm(path)
 	if err != nil {
 		return nil, err
@@ -181,7 +194,7 @@ func LoadSlurm(path string, nodes []model.Node, m SlurmMapping) (*Workload, erro
 	w := &Workload{Name: "slurm", Nodes: nodes}
 	for _, id := range order {
 		j := jobs[id]
-		work := max(j.work, time.Second)
+		work := max(scale(j.work), time.Second)
 		shape := model.Shape{GPUs: j.gpus, Topology: model.TopologyNode}
 		if j.nodes > 1 {
 			shape.Topology = m.MultiNode
@@ -197,12 +210,12 @@ func LoadSlurm(path string, nodes []model.Node, m SlurmMapping) (*Workload, erro
 			name = id + "-" + j.name
 		}
 		if slices.Contains(m.Inference, j.part) || (j.qos != "" && slices.Contains(m.Inference, j.qos)) {
-			at := j.start.Sub(t0)
+			at := scale(j.start.Sub(t0))
 			w.Services = append(w.Services, ServiceSpec{ID: name, Shape: shape, Min: 0, Max: 1, Priority: 1000 + j.prio,
 				Demand: []DemandPoint{{At: at, Replicas: 1}, {At: at + work, Replicas: 0}}})
 			continue
 		}
-		w.Jobs = append(w.Jobs, JobSpec{ID: name, Submit: j.submit.Sub(t0), Work: work, Shape: shape, Team: j.team,
+		w.Jobs = append(w.Jobs, JobSpec{ID: name, Submit: scale(j.submit.Sub(t0)), Work: work, Shape: shape, Team: j.team,
 			Priority: j.prio, Preemptible: true, CheckpointBytes: 10e9})
 	}
 	sortJobs(w.Jobs)

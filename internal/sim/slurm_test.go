@@ -54,6 +54,10 @@ func TestLoadSlurmSacct(t *testing.T) {
 	if len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "1 job steps, 1 jobs without GPUs, 1 never started") {
 		t.Errorf("notes: %q", w.Notes)
 	}
+	w3, err := LoadSlurm(p, slurmFleet(), SlurmMapping{Inference: []string{"serve"}, TimeScale: 60})
+	if err != nil || w3.Jobs[0].Submit != 60*time.Hour || w3.Jobs[0].Work != 30*time.Hour || w3.Services[0].Demand[0].At != time.Minute {
+		t.Errorf("time scale 60: %v %+v %+v", err, w3.Jobs[0], w3.Services[0])
+	}
 	w2, err := LoadSlurm(p, slurmFleet(), SlurmMapping{MultiNode: model.TopologyAny})
 	if err != nil {
 		t.Fatal(err)
