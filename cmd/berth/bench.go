@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berthsched/berth/internal/peer"
@@ -71,7 +73,11 @@ harness departs from a real site.
 			if dir, err = filepath.Abs(dir); err != nil {
 				return err
 			}
-			rep, err := peer.Compare(cmd.Context(), peer.CompareConfig{Workload: w, Seed: o.seed, Dir: dir, Berth: self,
+			// Ctrl-C ends the replay and stops the systems (every daemon and
+			// job), instead of leaving a Slurm running.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := peer.Compare(ctx, peer.CompareConfig{Workload: w, Seed: o.seed, Dir: dir, Berth: self,
 				Systems: strings.Split(o.systems, ","), SlurmGPUsOnly: o.gpusOnly, Options: peer.Options{Compression: o.compression, Poll: o.poll},
 				Logger: newLogger(cmd, false), SystemLog: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {

@@ -61,6 +61,7 @@ func Compare(ctx context.Context, c CompareConfig) (*Report, error) {
 	if c.Options.Horizon > 0 && c.Options.Horizon < horizon {
 		horizon = c.Options.Horizon
 	}
+	c.Options.Horizon = horizon
 	rep := &Report{Workload: w.Name, Seed: c.Seed, Nodes: len(w.Nodes), Hours: horizon.Hours(), Compression: c.Options.Compression,
 		Jobs: len(Jobs(w, horizon))}
 	for _, n := range w.Nodes {

@@ -265,7 +265,9 @@ func (s *Slurm) spawn(cmd *exec.Cmd, name string) error {
 		}
 	}
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group (Stop signals the group); and if the harness
+	// dies without Stop (kill -9), the daemon is told to end too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("%s: %w", name, err)

@@ -92,7 +92,7 @@ func (s *Slurm) Scale(ctx context.Context, svc *sim.ServiceSpec, replicas int) e
 		name := fmt.Sprintf("%s.r%d", svc.ID, s.seq[svc.ID])
 		s.mu.Unlock()
 		out, err := s.cmd(ctx, "sbatch", "--parsable", "--job-name="+name, "--partition=infer", "--nodes=1", "--ntasks=1",
-			fmt.Sprintf("--gres=gpu:%d", svc.Shape.GPUs), "--output=/dev/null", "--chdir="+s.cfg.Dir, "--wrap", "exec sleep 100000000")
+			fmt.Sprintf("--gres=gpu:%d", svc.Shape.GPUs), "--output=/dev/null", "--chdir="+s.cfg.Dir, "--wrap", fmt.Sprintf("exec sleep %d", s.replicaLife()))
 		if err != nil {
 			return err
 		}
@@ -110,6 +110,16 @@ func (s *Slurm) Scale(ctx context.Context, svc *sim.ServiceSpec, replicas int) e
 	s.mu.Unlock()
 	_, err := s.cmd(ctx, "scancel", cut...)
 	return err
+}
+
+// replicaLife is how long a replica's process sleeps, in real seconds:
+// past the replay's end, so that one a killed harness could not cancel
+// (slurmstepd outlives slurmd by design) still ends on its own.
+func (s *Slurm) replicaLife() int {
+	if s.opt.Horizon <= 0 {
+		return 3600
+	}
+	return int(s.opt.Real(s.opt.Horizon).Seconds()) + 120
 }
 
 var gresIdx = regexp.MustCompile(`Nodes=(\S+) .*GRES=gpu:\d+\(IDX:([0-9,\-]+)\)`)
