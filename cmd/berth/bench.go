@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,14 @@ harness departs from a real site.
 			}
 			if o.hours <= 0 {
 				return fmt.Errorf("--hours: %g: expected a positive number", o.hours)
+			}
+			if o.compression <= 0 {
+				return fmt.Errorf("--compression: %g: expected a positive number (simulated seconds per real second)", o.compression)
+			}
+			for _, name := range strings.Split(o.systems, ",") {
+				if !slices.Contains(peer.SystemNames, name) {
+					return fmt.Errorf("--systems: %q is not one of %s", name, strings.Join(peer.SystemNames, ", "))
+				}
 			}
 			if o.format != "table" && o.format != "json" {
 				return fmt.Errorf("--format: %q is not one of table, json", o.format)

@@ -101,13 +101,22 @@ func TestSimRunJSON(t *testing.T) {
 
 func TestSimErrorsNameTheFlag(t *testing.T) {
 	for args, want := range map[string]string{
-		"sim run --workload openb":           "--pods",
-		"sim run --workload csv":             "--pods",
-		"sim run --workload trace":           "seed, seed-correlated, seed-heavy, seed-heavy-elastic, seed-small, openb, csv",
-		"sim run --policy best-fit,fastest":  "--policy",
-		"sim run --format xml":               "--format",
-		"sim run --config /nonexistent.yaml": "nonexistent",
-		"sim f8 --nodes 0":                   "--nodes",
+		"sim run --workload openb":                                        "--pods",
+		"sim run --workload csv":                                          "--pods",
+		"sim run --workload trace":                                        "seed, seed-correlated, seed-heavy, seed-heavy-elastic, seed-small, openb, csv",
+		"sim run --policy best-fit,fastest":                               "--policy",
+		"sim run --format xml":                                            "--format",
+		"sim run --config /nonexistent.yaml":                              "nonexistent",
+		"sim f8 --nodes 0":                                                "--nodes",
+		"sim run --workload slurm":                                        "--sacct",
+		"sim run --workload slurm --sacct /nonexistent.txt":               "nonexistent",
+		"sim run --workload slurm --sacct main.go --slurm-multinode rack": "--slurm-multinode",
+		"sim run --workload slurm --sacct main.go --slurm-time-scale -1":  "--slurm-time-scale",
+		"bench slurm --compression 0":                                     "--compression",
+		"bench slurm --systems slurm,pbs":                                 "--systems",
+		"bench slurm --hours 0":                                           "--hours",
+		"bench slurm --workload openb":                                    "--workload",
+		"bench slurm --format xml":                                        "--format",
 	} {
 		_, err := run(t, strings.Fields(args)...)
 		if err == nil || !strings.Contains(err.Error(), want) {

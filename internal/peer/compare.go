@@ -48,6 +48,9 @@ func Compare(ctx context.Context, c CompareConfig) (*Report, error) {
 			return nil, fmt.Errorf("--systems: %q is not one of %s", s, strings.Join(SystemNames, ", "))
 		}
 	}
+	if c.Options.Compression <= 0 {
+		return nil, fmt.Errorf("--compression: %g: expected a positive number", c.Options.Compression)
+	}
 	// Slurm's munged runs as user munge and must reach its directory
 	// under this one.
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
