@@ -175,8 +175,21 @@ func (b *Berth) Poll(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return snap, err
 	}
-	snap.Largest = sched.Largest{Node: t.LargestPlaceable.Node, Pod: t.LargestPlaceable.Pod, Any: t.LargestPlaceable.Any}
-	snap.FreeNodes, snap.AllocatedGPUs = t.FreeNodesFull, t.AllocatedGPUs
+	// Not berth's own largest_placeable (which also leaves out what its
+	// pools and holds keep back): the same function over GPUs in use per
+	// node as Slurm's figure. A node missing from free_by_node takes
+	// nothing now (drained, unhealthy).
+	used, closed := map[string]int{}, map[string]bool{}
+	for _, n := range b.cfg.Nodes {
+		free, ok := t.FreeByNode[n.ID]
+		if !ok {
+			closed[n.ID] = true
+			continue
+		}
+		used[n.ID] = n.GPUs - free
+	}
+	snap.Largest, snap.FreeNodes, snap.AllocatedGPUs = shapeOf(b.cfg.Nodes, used, closed)
+	snap.AllocatedGPUs = t.AllocatedGPUs
 	return snap, nil
 }
 

@@ -59,6 +59,13 @@ func Compare(ctx context.Context, c CompareConfig) (*Report, error) {
 	if err := os.Chmod(c.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	// A previous run's state would be recovered (Slurm's jobs, berth's
+	// table and idempotency keys) and mixed into this one.
+	for _, name := range []string{"slurm", "berth"} {
+		if ents, err := os.ReadDir(filepath.Join(c.Dir, name)); err == nil && len(ents) > 0 {
+			return nil, fmt.Errorf("--dir: %s holds a previous run; remove it or choose another directory", filepath.Join(c.Dir, name))
+		}
+	}
 	w := c.Workload
 	horizon := w.Horizon
 	if c.Options.Horizon > 0 && c.Options.Horizon < horizon {

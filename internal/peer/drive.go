@@ -106,6 +106,13 @@ type JobRecord struct {
 	State       JobState
 	pendingFrom time.Duration
 	Waited      time.Duration
+	// transitions counts running→pending seen by polls; restarts is the
+	// system's own count as last seen. Preemptions is the larger: Slurm
+	// bumps its count while the job still shows COMPLETING, so the two
+	// describe one requeue, and a requeue and restart between two polls
+	// shows only in the system's count.
+	transitions, restarts int
+	refused               bool
 }
 
 // Span is one run of a job.
@@ -185,10 +192,13 @@ func Drive(ctx context.Context, sys System, w *sim.Workload, opt Options) (*Run,
 		}
 		for ; nextJob < len(jobs) && jobs[nextJob].Submit <= now; nextJob++ {
 			j := jobs[nextJob]
-			rec := &JobRecord{Spec: j, Submitted: now, pendingFrom: now}
+			// Each job's wait starts when its own submit is made, not when
+			// the burst it came in began.
+			at := clock()
+			rec := &JobRecord{Spec: j, Submitted: at, pendingFrom: at}
 			if err := sys.Submit(ctx, j); err != nil {
 				fail("submit "+j.ID, err)
-				rec.State = Failed
+				rec.State, rec.refused = Failed, true
 			}
 			r.Jobs = append(r.Jobs, rec)
 			byID[j.ID] = rec
@@ -196,7 +206,7 @@ func Drive(ctx context.Context, sys System, w *sim.Workload, opt Options) (*Run,
 		began := time.Now()
 		snap, err := sys.Poll(ctx)
 		r.PollLagMax = max(r.PollLagMax, time.Since(began))
-		now = clock()
+		now = min(clock(), horizon)
 		if err != nil {
 			fail("poll", err)
 		} else {
@@ -263,9 +273,15 @@ func (r *Run) observe(s Snapshot, byID map[string]*JobRecord, demand map[string]
 		case rec.State == Pending && v.State == Running:
 			rec.Waited += now - rec.pendingFrom
 			rec.Runs = append(rec.Runs, Span{Start: now, Nodes: v.Nodes, Placement: v.Placement})
+		case rec.State == Running && v.State == Running && v.Restarts > rec.restarts && v.Placement != rec.Runs[len(rec.Runs)-1].Placement:
+			// Requeued and started again elsewhere between two polls: a
+			// new run. (The same placement is Slurm's COMPLETING tail of
+			// the run being requeued, its count already bumped.)
+			rec.Runs[len(rec.Runs)-1].End = now
+			rec.Runs = append(rec.Runs, Span{Start: now, Nodes: v.Nodes, Placement: v.Placement})
 		case rec.State == Running && v.State == Pending:
 			rec.Runs[len(rec.Runs)-1].End = now
-			rec.Preemptions++
+			rec.transitions++
 			rec.pendingFrom = now
 		case rec.State == Running && (v.State == Done || v.State == Failed):
 			rec.Runs[len(rec.Runs)-1].End = now
@@ -276,7 +292,8 @@ func (r *Run) observe(s Snapshot, byID map[string]*JobRecord, demand map[string]
 			rec.Runs = append(rec.Runs, Span{Start: now, End: now})
 		}
 		rec.State = v.State
-		rec.Preemptions = max(rec.Preemptions, v.Restarts)
+		rec.restarts = max(rec.restarts, v.Restarts)
+		rec.Preemptions = max(rec.transitions, rec.restarts)
 		if v.State == Pending {
 			pending++
 		}

@@ -53,6 +53,10 @@ func Summarise(r *Run) *Summary {
 	for _, rec := range r.Jobs {
 		j := rec.Spec
 		s.Submitted++
+		if rec.refused {
+			s.NeverStarted++
+			continue // refused: no wait to count (the errors row shows it)
+		}
 		for _, c := range classesOf(j.Shape.GPUs) {
 			s.queue[c] = append(s.queue[c], rec.Waited.Hours())
 		}

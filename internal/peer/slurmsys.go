@@ -72,7 +72,7 @@ func (s *Slurm) Submit(ctx context.Context, j *sim.JobSpec) error {
 	ck := filepath.Join(s.cfg.Dir, "ck", j.ID)
 	// The newest checkpoint by step number, handed over the way berth's
 	// agent hands it ($BERTH_RESTORE).
-	wrap := fmt.Sprintf(`export BERTH_JOB_ID=%s BERTH_CHECKPOINT_DIR=%s; r=$(ls %s 2>/dev/null | sort -t- -k3 -n | tail -n1); [ -n "$r" ] && export BERTH_RESTORE=%s/$r; exec %s workload train --steps %d --step-time %s --checkpoint-every %d`,
+	wrap := fmt.Sprintf(`export BERTH_JOB_ID=%s BERTH_CHECKPOINT_DIR=%s; r=$(ls %s 2>/dev/null | sed -n 's/.*-step-\([0-9]*\)\.json$/\1 &/p' | sort -n | tail -n1 | cut -d' ' -f2); [ -n "$r" ] && export BERTH_RESTORE=%s/$r; exec %s workload train --steps %d --step-time %s --checkpoint-every %d`,
 		j.ID, ck, ck, ck, s.cfg.Berth, steps, stepTime, every)
 	args = append(args, "--wrap", wrap)
 	_, err := s.cmd(ctx, "sbatch", args...)
@@ -170,7 +170,9 @@ func (s *Slurm) Poll(ctx context.Context) (Snapshot, error) {
 		restarts, _ := strconv.Atoi(f[4])
 		st := slurmState(state)
 		if part == "infer" {
-			if i := strings.LastIndex(name, ".r"); st == Running && i > 0 {
+			// A replica serves once RUNNING (not while it is configured,
+			// nor while a cancelled one completes).
+			if i := strings.LastIndex(name, ".r"); state == "RUNNING" && i > 0 {
 				snap.Replicas[name[:i]]++
 			}
 			continue
@@ -186,22 +188,22 @@ func (s *Slurm) Poll(ctx context.Context) (Snapshot, error) {
 		}
 		snap.Jobs[name] = v
 	}
-	nodes, used, err := s.gpusUsed(ctx)
+	used, closed, err := s.gpusUsed(ctx)
 	if err != nil {
 		return snap, err
 	}
-	snap.Largest, snap.FreeNodes, snap.AllocatedGPUs = shapeOf(nodes, used)
+	snap.Largest, snap.FreeNodes, snap.AllocatedGPUs = shapeOf(s.cfg.Nodes, used, closed)
 	return snap, nil
 }
 
-// gpusUsed is GPUs in use per node, from sinfo (nodes that are down or
-// drained count as fully used: nothing can be placed there).
-func (s *Slurm) gpusUsed(ctx context.Context) ([]model.Node, map[string]int, error) {
+// gpusUsed is GPUs in use per node, from sinfo, and the nodes nothing
+// can be placed on now (down, drained, failing).
+func (s *Slurm) gpusUsed(ctx context.Context) (map[string]int, map[string]bool, error) {
 	out, err := s.cmd(ctx, "sinfo", "-h", "-N", "-p", "train", "-O", "NodeList:40|,GresUsed:200|,StateCompact:30|")
 	if err != nil {
 		return nil, nil, err
 	}
-	used := map[string]int{}
+	used, closed := map[string]int{}, map[string]bool{}
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Split(l, "|")
 		if len(f) < 3 {
@@ -210,23 +212,32 @@ func (s *Slurm) gpusUsed(ctx context.Context) ([]model.Node, map[string]int, err
 		name, gres, state := strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), strings.TrimSpace(f[2])
 		n, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(gres, "(", 2)[0], "gpu:"))
 		switch strings.TrimRight(state, "*~#!%$@^-") {
-		case "idle", "mix", "alloc", "comp":
+		case "idle", "mix", "alloc", "comp", "plnd", "resv":
+			// plnd: idle, held by backfill for a waiting job; resv: in a
+			// reservation. Both still place their own.
 		default:
-			n = 1 << 20
+			closed[name] = true
 		}
 		used[name] = n
 	}
-	return s.cfg.Nodes, used, nil
+	return used, closed, nil
 }
 
 // shapeOf is largest_placeable, fully free nodes and GPUs in use, by the
-// core's own index over allocations standing for what is used.
-func shapeOf(nodes []model.Node, used map[string]int) (sched.Largest, int, int) {
+// core's own index over allocations standing for what is used, with no
+// pools: both systems' figures come from here, from what each reports
+// in use per node, so neither is measured by the other's rules. A closed
+// node counts as full for placement, but only its used GPUs count as
+// allocated.
+func shapeOf(nodes []model.Node, used map[string]int, closed map[string]bool) (sched.Largest, int, int) {
 	var allocs []model.Allocation
 	free, alloc := 0, 0
 	for _, n := range nodes {
 		u := min(used[n.ID], n.GPUs)
 		alloc += u
+		if closed[n.ID] {
+			u = n.GPUs
+		}
 		if u == 0 {
 			free++
 			continue

@@ -19,7 +19,7 @@ import (
 // `berth sim`'s help.
 const SlurmFormats = `Slurm job history (--workload slurm --sacct FILE), either of:
   sacct -P output with a header row, e.g.
-    sacct -a -P -X -S 2026-11-01 -E 2026-12-01 \
+    sacct -a -P -X -D -S 2026-11-01 -E 2026-12-01 \
       --format=JobID,JobName,Partition,QOS,Account,Submit,Start,End,State,NNodes,AllocTRES
   the jobcomp/filetxt log (JobCompType=jobcomp/filetxt; no database
   needed; GPUs appear in its Tres= only with AccountingStorageTRES=gres/gpu)
@@ -135,6 +135,17 @@ func LoadSlurm(path string, nodes []model.Node, m SlurmMapping) (*Workload, erro
 		if err != nil {
 			return nil, err
 		}
+		switch {
+		case start.IsZero():
+			skipped.notStarted++
+			continue
+		case end.IsZero():
+			skipped.running++
+			continue
+		case gpus == 0:
+			skipped.noGPU++
+			continue
+		}
 		nn := 1
 		if s := f("nnodes"); s != "" {
 			if nn, err = strconv.Atoi(s); err != nil || nn < 0 {
@@ -146,17 +157,6 @@ func LoadSlurm(path string, nodes []model.Node, m SlurmMapping) (*Workload, erro
 			if prio, err = strconv.Atoi(s); err != nil {
 				return nil, fmt.Errorf("%s:%d: Priority: %q is not a whole number", path, r.line, s)
 			}
-		}
-		switch {
-		case start.IsZero():
-			skipped.notStarted++
-			continue
-		case end.IsZero():
-			skipped.running++
-			continue
-		case gpus == 0:
-			skipped.noGPU++
-			continue
 		}
 		j := jobs[id]
 		if j == nil {
@@ -192,6 +192,8 @@ func LoadSlurm(path string, nodes []model.Node, m SlurmMapping) (*Workload, erro
 		}
 	}
 	w := &Workload{Name: "slurm", Nodes: nodes}
+	services := map[string]*replicaSet{}
+	var serviceOrder []string
 	for _, id := range order {
 		j := jobs[id]
 		work := max(scale(j.work), time.Second)
@@ -211,18 +213,69 @@ func LoadSlurm(path string, nodes []model.Node, m SlurmMapping) (*Workload, erro
 		}
 		if slices.Contains(m.Inference, j.part) || (j.qos != "" && slices.Contains(m.Inference, j.qos)) {
 			at := scale(j.start.Sub(t0))
-			w.Services = append(w.Services, ServiceSpec{ID: name, Shape: shape, Min: 0, Max: 1, Priority: 1000 + j.prio,
-				Demand: []DemandPoint{{At: at, Replicas: 1}, {At: at + work, Replicas: 0}}})
+			key := replicaOf.ReplaceAllString(j.name, "") + fmt.Sprintf("/%d/%s", j.gpus, shape.Topology)
+			if j.name == "" {
+				key = name
+			}
+			svc := services[key]
+			if svc == nil {
+				svc = &replicaSet{id: strings.TrimSuffix(key, fmt.Sprintf("/%d/%s", j.gpus, shape.Topology)), shape: shape, prio: j.prio}
+				services[key] = svc
+				serviceOrder = append(serviceOrder, key)
+			}
+			svc.edges = append(svc.edges, edge{at, +1}, edge{at + work, -1})
 			continue
 		}
 		w.Jobs = append(w.Jobs, JobSpec{ID: name, Submit: scale(j.submit.Sub(t0)), Work: work, Shape: shape, Team: j.team,
 			Priority: j.prio, Preemptible: true, CheckpointBytes: 10e9})
 	}
 	sortJobs(w.Jobs)
+	ids := map[string]int{}
+	for _, key := range serviceOrder {
+		svc := services[key]
+		id := svc.id
+		if ids[id]++; ids[id] > 1 {
+			id = fmt.Sprintf("%s-%d", id, ids[id]) // the same name at another shape
+		}
+		w.Services = append(w.Services, svc.spec(id))
+	}
 	w.Notes = append(w.Notes, fmt.Sprintf("replayed %d Slurm jobs from %s: work is each job's elapsed time on the site, all runs added "+
 		"(so it includes what the site's own placement and preemptions cost); skipped %d job steps, %d jobs without GPUs, %d never started, %d still running",
 		len(jobs), path, skipped.steps, skipped.noGPU, skipped.notStarted, skipped.running))
 	return w, nil
+}
+
+// replicaOf is a replica's index at the end of a job name ("chat.r3",
+// "chat-12", "chat_4"): replicas of one service differ only there.
+var replicaOf = regexp.MustCompile(`[._-]r?\d+$`)
+
+type edge struct {
+	at time.Duration
+	d  int
+}
+
+// replicaSet is one service's replica jobs: its demand is how many ran
+// at once, its max the most that ever did.
+type replicaSet struct {
+	id    string
+	shape model.Shape
+	prio  int
+	edges []edge
+}
+
+func (r *replicaSet) spec(id string) ServiceSpec {
+	sort.SliceStable(r.edges, func(a, b int) bool { return r.edges[a].at < r.edges[b].at })
+	s := ServiceSpec{ID: id, Shape: r.shape, Priority: 1000 + r.prio}
+	n := 0
+	for k, e := range r.edges {
+		n += e.d
+		s.Max = max(s.Max, n)
+		if k+1 < len(r.edges) && r.edges[k+1].at == e.at {
+			continue // one point per instant
+		}
+		s.Demand = append(s.Demand, DemandPoint{At: e.at, Replicas: n})
+	}
+	return s
 }
 
 // readSlurm reads either format, telling them apart by the first line:
@@ -327,9 +380,9 @@ var gpuTRES = regexp.MustCompile(`(?:^|,)gres/gpu(?::[^=,]+)?=(\d+)`)
 var gpuGRES = regexp.MustCompile(`(?:^|,)gpu(?::[^:,(]+)?:(\d+)`)
 
 // slurmGPUs is the job's GPUs: the allocated TRES, else the requested
-// ones, else the GRES fields of older sacct. A typed count
-// (gres/gpu:h100=8) is taken over the untyped total only when that is
-// absent.
+// ones, else the GRES fields of older sacct. The untyped total
+// (gres/gpu=8) when there is one, else the typed counts added up
+// (gres/gpu:a100=2,gres/gpu:v100=2 is 4).
 func slurmGPUs(path string, r slurmRecord) (int, error) {
 	present := false
 	for _, k := range []string{"tres", "reqtres"} {
@@ -353,16 +406,30 @@ func slurmGPUs(path string, r slurmRecord) (int, error) {
 }
 
 func sumFirst(path string, r slurmRecord, field string, ms [][]string) (int, error) {
-	if len(ms) == 0 {
-		return 0, nil
+	total, typed, untyped := 0, 0, false
+	for _, m := range ms {
+		n, err := strconv.Atoi(m[1])
+		if err != nil || n > 1<<20 {
+			return 0, fmt.Errorf("%s:%d: %s: %q is not a GPU count", path, r.line, slurmName(field), m[1])
+		}
+		// The match starts at the field or its comma: "gres/gpu=" or
+		// ",gres/gpu:a100=" (TRES), "gpu:8" or "gpu:a100:2" (GRES).
+		name := strings.TrimPrefix(m[0], ",")
+		if field == "tres" || field == "reqtres" {
+			if !strings.Contains(name, ":") {
+				total, untyped = n, true
+				continue
+			}
+		} else if strings.Count(name, ":") == 1 {
+			total, untyped = n, true
+			continue
+		}
+		typed = min(typed+n, 1<<20)
 	}
-	// The untyped total when present (gres/gpu=8), else the first typed.
-	sort.SliceStable(ms, func(a, b int) bool { return !strings.Contains(ms[a][0], ":") && strings.Contains(ms[b][0], ":") })
-	n, err := strconv.Atoi(ms[0][1])
-	if err != nil || n > 1<<20 {
-		return 0, fmt.Errorf("%s:%d: %s: %q is not a GPU count", path, r.line, slurmName(field), ms[0][1])
+	if untyped {
+		return total, nil
 	}
-	return n, nil
+	return typed, nil
 }
 
 // slurmName is the field's name as sacct spells it, for errors.

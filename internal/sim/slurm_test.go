@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,9 @@ func TestLoadSlurmSacct(t *testing.T) {
 101|gang|train|normal|research|2026-11-02T11:22:00|2026-11-02T11:30:00|2026-11-02T12:00:00|COMPLETED|2|cpu=2,gres/gpu=16,gres/gpu:h100=16,node=2
 102|cpu|cpu|normal|nlp|2026-11-02T10:00:00|2026-11-02T10:00:00|2026-11-02T10:05:00|COMPLETED|1|cpu=4,node=1
 103|later|train|normal|nlp|2026-11-02T12:00:00|Unknown|Unknown|PENDING|1|
-104|chat|serve|high|serving|2026-11-02T09:00:00|2026-11-02T09:00:01|2026-11-02T13:00:01|CANCELLED by 0|1|cpu=1,gres/gpu=4,node=1
+106|chat.r2|serve|high|serving|2026-11-02T09:00:00|2026-11-02T10:00:01|2026-11-02T11:00:01|CANCELLED by 0|1|cpu=1,gres/gpu=4,node=1
+104|chat.r1|serve|high|serving|2026-11-02T09:00:00|2026-11-02T09:00:01|2026-11-02T13:00:01|CANCELLED by 0|1|cpu=1,gres/gpu:a100=2,gres/gpu:v100=2,node=1
+105|odd|train|normal|nlp|2026-11-02T12:00:00|Unknown|Unknown|PENDING|many|
 `)
 	w, err := LoadSlurm(p, slurmFleet(), SlurmMapping{Inference: []string{"serve"}})
 	if err != nil {
@@ -47,11 +50,14 @@ func TestLoadSlurmSacct(t *testing.T) {
 	if gang.Shape.GPUs != 16 || gang.Shape.Topology != model.TopologyPod || gang.Work != 90*time.Minute || gang.Submit != 70*time.Minute {
 		t.Errorf("gang: %+v", gang)
 	}
+	// Two replicas of one service: one from 0:00:01 to 4:00:01, the
+	// other from 1:00:01 to 2:00:01.
 	svc := w.Services[0]
-	if svc.Shape.GPUs != 4 || len(svc.Demand) != 2 || svc.Demand[0].At != time.Second || svc.Demand[1].At != 4*time.Hour+time.Second {
+	want := []DemandPoint{{time.Second, 1}, {time.Hour + time.Second, 2}, {2*time.Hour + time.Second, 1}, {4*time.Hour + time.Second, 0}}
+	if svc.ID != "chat" || svc.Shape.GPUs != 4 || svc.Max != 2 || !slices.Equal(svc.Demand, want) {
 		t.Errorf("service: %+v", svc)
 	}
-	if len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "1 job steps, 1 jobs without GPUs, 1 never started") {
+	if len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "1 job steps, 1 jobs without GPUs, 2 never started") {
 		t.Errorf("notes: %q", w.Notes)
 	}
 	w3, err := LoadSlurm(p, slurmFleet(), SlurmMapping{Inference: []string{"serve"}, TimeScale: 60})
@@ -62,7 +68,7 @@ func TestLoadSlurmSacct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w2.Jobs) != 3 || w2.Jobs[2].Shape.Topology != model.TopologyAny && w2.Jobs[1].Shape.Topology != model.TopologyAny {
+	if len(w2.Jobs) != 4 || !slices.ContainsFunc(w2.Jobs, func(j JobSpec) bool { return j.ID == "101-gang" && j.Shape.Topology == model.TopologyAny }) {
 		t.Errorf("with no inference partition and multinode any: %+v", w2.Jobs)
 	}
 }
