@@ -124,19 +124,25 @@ func (s *Slurm) replicaLife() int {
 
 var gresIdx = regexp.MustCompile(`Nodes=(\S+) .*GRES=gpu:\d+\(IDX:([0-9,\-]+)\)`)
 
-// placement reads a running job's GPU indices (scontrol show job -d),
-// once per run.
-func (s *Slurm) placement(ctx context.Context, id string, run int) string {
+// placement is a running job's GPU indices (scontrol show job -d), read
+// once per run while it is RUNNING. While it is configuring or
+// completing (a requeued run's tail, its restart count already bumped)
+// scontrol has no indices: the job's last known placement stands.
+func (s *Slurm) placement(ctx context.Context, id string, run int, state string) string {
 	key := fmt.Sprintf("%s/%d", id, run)
 	s.mu.Lock()
 	p, ok := s.placed[key]
+	last := s.placed[id]
 	s.mu.Unlock()
 	if ok {
 		return p
 	}
+	if state != "RUNNING" {
+		return last
+	}
 	out, err := s.cmd(ctx, "scontrol", "show", "job", "-d", id)
 	if err != nil {
-		return ""
+		return last
 	}
 	var parts []string
 	for _, m := range gresIdx.FindAllStringSubmatch(out, -1) {
@@ -144,9 +150,12 @@ func (s *Slurm) placement(ctx context.Context, id string, run int) string {
 			parts = append(parts, n+":"+m[2])
 		}
 	}
+	if len(parts) == 0 {
+		return last
+	}
 	p = strings.Join(parts, " ")
 	s.mu.Lock()
-	s.placed[key] = p
+	s.placed[key], s.placed[id] = p, p
 	s.mu.Unlock()
 	return p
 }
@@ -180,7 +189,7 @@ func (s *Slurm) Poll(ctx context.Context) (Snapshot, error) {
 		v := JobView{State: st, Restarts: restarts}
 		if st == Running {
 			v.Nodes = expandHosts(nodes)
-			v.Placement = s.placement(ctx, f[0], restarts)
+			v.Placement = s.placement(ctx, f[0], restarts, state)
 		}
 		// A name reused (it never is by the harness) keeps its live run.
 		if old, ok := snap.Jobs[name]; ok && old.State == Running {
