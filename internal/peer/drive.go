@@ -237,7 +237,8 @@ func Drive(ctx context.Context, sys System, w *sim.Workload, opt Options) (*Run,
 // submit order.
 func Jobs(w *sim.Workload, horizon time.Duration) []*sim.JobSpec {
 	var out []*sim.JobSpec
-	src := w.Jobs
+	// A copy: the stream's jobs are appended, and w.Jobs is not ours.
+	src := append([]sim.JobSpec(nil), w.Jobs...)
 	if w.Stream != nil {
 		s := w.Stream()
 		for {
