@@ -44,6 +44,7 @@ func TestLoadFileSetsEveryKnob(t *testing.T) {
 		"slo.max_gpus 64, 168h":         s.SLO.MaxGPUs == 64 && s.SLO.ScheduleAfter == 168*time.Hour,
 		"pools.borrow_max_gpus 32":      s.Pools.BorrowMaxGPUs == 32 && s.Pools.Inference == "inference",
 		"standby_replicas 2":            s.Standby == 2,
+		"hold_min_gpus 64":              s.HoldMinGPUs == 64 && s.MaxHolds == 1,
 		"control.heartbeat_interval 5s": cfg.HeartbeatInterval == 5*time.Second,
 		"control.lost_after 1m":         cfg.LostAfter == time.Minute,
 		"control.stop_grace 30s":        cfg.StopGrace == 30*time.Second,
@@ -70,6 +71,7 @@ func TestLoadFileNamesTheKey(t *testing.T) {
 		{"floor above bandwidth", "scheduler:\n  storage:\n    bandwidth: 1e9\n    min_bandwidth: 2e9\n", "scheduler.storage.min_bandwidth"},
 		{"fraction", "scheduler:\n  storage:\n    budget_fraction: 2\n", "scheduler.storage.budget_fraction"},
 		{"frag target", "scheduler:\n  frag_target: 99\n", "scheduler.frag_target"},
+		{"negative hold size", "scheduler:\n  hold_min_gpus: -8\n", "scheduler.hold_min_gpus"},
 		{"lost before two beats", "control:\n  heartbeat_interval: 5s\n  lost_after: 6s\n", "control.lost_after"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/berthsched/berth/internal/model"
@@ -69,9 +70,12 @@ func (p *planner) defrag() {
 			continue
 		}
 		own := p.ownHold(&b.req)
-		if n := p.relocateFor(&b.req, onNode, budget, own); n > 0 {
+		if n, node := p.relocateFor(&b.req, onNode, budget, own); n > 0 {
 			budget -= n
 			helped[b.req.OwnerID] = true
+			if own == nil {
+				p.holdFor(b, node)
+			}
 		} else if len(own) == 0 {
 			tried[key] = true // another request of this shape holds nothing either
 		}
@@ -108,8 +112,8 @@ type target struct {
 }
 
 // relocateFor empties one node enough for req, counting what req holds
-// there (own) as its; it returns the moves made.
-func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, budget int, own map[int]int) int {
+// there (own) as its; it returns the moves made and the node.
+func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, budget int, own map[int]int) (int, int) {
 	ix, k := p.ix, req.GPUs
 	usable := map[*group]bool{}
 	for _, r := range p.cfg.Pools.routes(req) {
@@ -140,10 +144,31 @@ func (p *planner) relocateFor(req *model.Request, onNode map[int][]replicaAt, bu
 	for t := 0; t < len(cands) && t < maxTargetsTried; t++ {
 		if moves := p.tryEmpty(cands[t], req); moves != nil {
 			p.d.Relocations = append(p.d.Relocations, moves...)
-			return len(moves)
+			return len(moves), cands[t].node
 		}
 	}
-	return 0
+	return 0, -1
+}
+
+// holdFor keeps the free GPUs of the node being emptied for the training
+// job it is emptied for, when the job held nothing this pass (jobs under
+// HoldMinGPUs hold only once a move is in flight for them): the moves
+// free the rest, and nothing else may take what they free.
+func (p *planner) holdFor(b blockedReq, node int) {
+	req := &b.req
+	if req.Kind != model.OwnerTraining {
+		return
+	}
+	ns := &p.ix.nodes[node]
+	held := p.hold([]Part{{Node: ns.node.ID, GPUs: ns.free}})
+	if len(held) == 0 {
+		return
+	}
+	p.reservations = append(p.reservations, &Reservation{Owner: req.OwnerID, Kind: model.OwnerTraining, Rank: req.Priority,
+		At: ns.node.ID, Held: held, CreatedAt: p.createdAt(req.OwnerID, 0), GPUs: req.GPUs})
+	if pe := &p.d.Pending[b.pending]; pe.OwnerID == req.OwnerID {
+		pe.Reason = pe.Reason.plus("", fmt.Sprintf("; holding %d of %d GPUs at %s", held[0].GPUs.Count(), req.GPUs, ns.node.ID))
+	}
 }
 
 // tryEmpty finds every replica of the target a new home, or changes nothing.

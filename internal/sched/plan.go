@@ -132,6 +132,9 @@ type planner struct {
 	ix      *Index
 	d       Decision
 	exclude map[int]bool // nodes being emptied: no new inference lands there
+	// relocating are the jobs defragmentation is emptying a node for:
+	// the only jobs under HoldMinGPUs that hold.
+	relocating map[string]bool
 	// blocked are pending node-topology requests fragmentation stands in
 	// the way of, in the order they were tried.
 	blocked []blockedReq
@@ -192,6 +195,9 @@ type noFit struct {
 type blockedReq struct {
 	req    model.Request
 	reason Reason
+	// pending is its entry in Decision.Pending, which a hold defrag
+	// takes for it adds to.
+	pending int
 }
 
 func newPlanner(s *State, ix *Index, now time.Time) *planner {
@@ -223,6 +229,10 @@ func (p *planner) prepare() {
 		if i, ok := p.ix.byID[r.FromNode]; ok {
 			p.exclude[i] = true
 		}
+		if p.relocating == nil {
+			p.relocating = map[string]bool{}
+		}
+		p.relocating[r.For] = true
 	}
 	for _, a := range p.s.Allocations {
 		if a.Stopping {
@@ -285,10 +295,11 @@ func shapeKey(r *model.Request) shapeID {
 }
 
 // noteBlocked remembers node-topology requests that only fragmentation
-// keeps out: the GPUs exist, but not together on one node.
+// keeps out: the GPUs exist, but not together on one node. It follows
+// the request's entry in Decision.Pending.
 func (p *planner) noteBlocked(req model.Request, why *Reason) {
 	if len(p.blocked) < maxBlocked && req.Topology == model.TopologyNode && why.Code == ReasonUnschedulable && why.Constraint == "topology" {
-		p.blocked = append(p.blocked, blockedReq{req, *why})
+		p.blocked = append(p.blocked, blockedReq{req, *why, len(p.d.Pending) - 1})
 	}
 }
 

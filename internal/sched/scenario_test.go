@@ -136,6 +136,7 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		w.cfg.FragTarget = a.int("frag-target", w.cfg.FragTarget)
 		w.cfg.SLO.MaxGPUs = a.int("slo-max-gpus", w.cfg.SLO.MaxGPUs)
 		w.cfg.MaxHolds = a.int("max-holds", w.cfg.MaxHolds)
+		w.cfg.HoldMinGPUs = a.int("hold-min-gpus", w.cfg.HoldMinGPUs)
 		w.cfg.Standby = a.int("standby", w.cfg.Standby)
 		if d := a.str("slo-schedule-after", ""); d != "" {
 			v, err := time.ParseDuration(d)

@@ -108,7 +108,7 @@ func (p *planner) training() {
 			reason = reason.plus("preemption", "; "+p.storageStopped())
 		}
 		// Below the reservation depth a job waits without holding.
-		res := p.holdFreeWithin(j, prio.Effective)
+		res := p.holdFreeWithin(j, req.GPUs, prio.Effective)
 		if res != nil {
 			p.holds++
 			msg := fmt.Sprintf("; holding %d of %d GPUs at %s", res.HeldGPUs(), req.GPUs, res.At)
@@ -224,9 +224,12 @@ func (p *planner) power(qj queued) int {
 	return qj.rank.prio - qj.job.PreemptCount*p.cfg.Aging.PerPreemption
 }
 
-// holdFreeWithin holds for the job if the pass has not reached MaxHolds.
-func (p *planner) holdFreeWithin(j *model.Job, rank int) *Reservation {
-	if p.holds >= p.cfg.MaxHolds {
+// holdFreeWithin holds for the job if the pass has not reached MaxHolds
+// and it is a gang that may hold (HoldMinGPUs), or a job whose node
+// defragmentation is emptying: without its hold, what the moves free
+// would go to whatever came next.
+func (p *planner) holdFreeWithin(j *model.Job, gpus, rank int) *Reservation {
+	if p.holds >= p.cfg.MaxHolds || (gpus < p.cfg.HoldMinGPUs && !p.relocating[j.ID]) {
 		return nil
 	}
 	return p.holdFree(j, rank)
