@@ -9,13 +9,17 @@ import (
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/server"
 )
 
 // TestSharesRunUnderMPS: two shares of one GPU in the sharing pool run as
 // real processes on the same GPU, each with its MPS share; a whole-GPU job
 // is never placed on a shared GPU; the topology counts the shared GPU.
 func TestSharesRunUnderMPS(t *testing.T) {
-	f := newFleet(t)
+	// The 8-GPU job below stands for a gang that holds (hold_min_gpus
+	// is 64 by default: smaller jobs start from the churn, holding
+	// nothing).
+	f := newFleetWith(t, func(c *server.Config) { c.Control.Sched.HoldMinGPUs = 8 })
 	n1 := f.startAgentIn("n1", "sharing", "")
 	env := func(name string, milli int) api.JobRequest {
 		return api.JobRequest{Name: name, GPUs: 1, GPUMilli: milli, Topology: "node"}

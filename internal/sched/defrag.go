@@ -164,11 +164,15 @@ func (p *planner) holdFor(b blockedReq, node int) {
 	if len(held) == 0 {
 		return
 	}
-	p.reservations = append(p.reservations, &Reservation{Owner: req.OwnerID, Kind: model.OwnerTraining, Rank: req.Priority,
-		At: ns.node.ID, Held: held, CreatedAt: p.createdAt(req.OwnerID, 0), GPUs: req.GPUs})
+	res := &Reservation{Owner: req.OwnerID, Kind: model.OwnerTraining, Rank: req.Priority,
+		At: ns.node.ID, Held: held, CreatedAt: p.createdAt(req.OwnerID, 0), GPUs: req.GPUs}
 	if pe := &p.d.Pending[b.pending]; pe.OwnerID == req.OwnerID {
+		if pe.Priority != nil {
+			res.Rank = pe.Priority.Effective
+		}
 		pe.Reason = pe.Reason.plus("", fmt.Sprintf("; holding %d of %d GPUs at %s", held[0].GPUs.Count(), req.GPUs, ns.node.ID))
 	}
+	p.reservations = append(p.reservations, res)
 }
 
 // tryEmpty finds every replica of the target a new home, or changes nothing.
