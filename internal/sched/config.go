@@ -52,7 +52,7 @@ type Config struct {
 	// 8-32 GPU job, its hold kept idle the GPUs the jobs behind it could
 	// have run on, and on the seed mix the 8-63 class's p90 was above
 	// plain best-fit's on seven of nine runs; with holds for 64+ GPU
-	// gangs only, on two (BENCHMARKS.md, "holds for gangs only").
+	// gangs only, on one (BENCHMARKS.md, "Holds for gangs only").
 	// Default 64 (the SLO class bound); 1 lets every job hold.
 	HoldMinGPUs int `json:"hold_min_gpus,omitempty" yaml:"hold_min_gpus"`
 	// Standby is how many ready replicas each deployment keeps beyond its
