@@ -19,7 +19,7 @@ largest_placeable is the number that says what the fleet can still run.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newDevCmd(), newSimCmd(), newServerCmd(), newTokenCmd(), newLoadgenCmd(),
-		newAgentCmd(), newWorkloadCmd(), newBenchCmd(),
+		newAgentCmd(), newWorkloadCmd(), newBenchCmd(), newKubeCmd(),
 		newJobCmd(), newDeployCmd(), newTopologyCmd(), newNodesCmd(), newQuotaCmd(), newAlertsCmd(), newUsageCmd())
 	strictGroups(root)
 	completeArgs(root)

@@ -1,0 +1,320 @@
+package kube
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched"
+)
+
+// world is one consistent read of the API server as berth sees it: the
+// sched.State, and how its owners map back to pods.
+type world struct {
+	state sched.State
+	// groups are berth's work, by owner id (a job id or a deployment id).
+	groups map[string]*group
+	// invalid are berth pods that cannot be scheduled as written, with why.
+	invalid map[string]string
+	// pods are every pod read, by key.
+	pods map[string]*corev1.Pod
+}
+
+// group is the pods of one job (a pod group or a single pod) or of one
+// inference deployment.
+type group struct {
+	id     string
+	kind   model.OwnerKind
+	pods   []*corev1.Pod // by name
+	perPod int           // GPUs each pod asks for
+	// missing is set for a pod group not all of whose pods exist yet.
+	missing string
+}
+
+// unbound is the group's pods not yet on a node, by name.
+func (g *group) unbound() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range g.pods {
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// ownerOf says whose work a berth pod is: its kind and owner id.
+func ownerOf(p *corev1.Pod) (model.OwnerKind, string, error) {
+	kind := p.Annotations[AnnKind]
+	var rs string
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "ReplicaSet" || o.Kind == "StatefulSet" {
+			rs = o.Name
+		}
+	}
+	if d := p.Annotations[AnnDeployment]; d != "" {
+		rs = d
+	}
+	switch {
+	case kind == "inference" || kind == "" && rs != "":
+		if rs == "" {
+			rs = p.Name
+		}
+		return model.OwnerInference, p.Namespace + "/" + rs, nil
+	case kind == "training" || kind == "":
+		if g := p.Annotations[AnnGroup]; g != "" {
+			return model.OwnerTraining, p.Namespace + "/" + g, nil
+		}
+		return model.OwnerTraining, p.Namespace + "/" + p.Name, nil
+	}
+	return "", "", fmt.Errorf("annotation %s: %q: expected training or inference", AnnKind, kind)
+}
+
+// read builds the world from Nodes and Pods. schedulerName picks berth's
+// pods; every bound pod with GPUs is an allocation whoever placed it.
+func read(nodes []corev1.Node, pods []corev1.Pod, schedulerName, podLabel string, kept keptState, cfg sched.Config) *world {
+	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}}
+	s := &w.state
+	size := map[string]int{}
+	for i := range nodes {
+		if n, ok := nodeOf(&nodes[i], podLabel); ok {
+			s.Nodes = append(s.Nodes, n)
+			size[n.ID] = n.GPUs
+		}
+	}
+	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.ID, b.ID) })
+	used := map[string]model.GPUMask{}
+	var unmasked []*corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		w.pods[key(p)] = p
+		ours := p.Spec.SchedulerName == schedulerName
+		if ours {
+			w.addWork(p)
+		}
+		if p.Spec.NodeName == "" || podGPUs(p) == 0 || size[p.Spec.NodeName] == 0 {
+			continue
+		}
+		m, err := parseGPUs(p.Annotations[AnnGPUs], size[p.Spec.NodeName])
+		if !ours || err != nil {
+			unmasked = append(unmasked, p)
+			continue
+		}
+		used[p.Spec.NodeName] |= m
+		s.Allocations = append(s.Allocations, allocationOf(p, m))
+	}
+	// Pods another scheduler bound name no GPUs: the device plugin chose
+	// them. They take the lowest indices berth has not given out, which
+	// keeps the count right; berth never moves them.
+	for _, p := range unmasked {
+		n := p.Spec.NodeName
+		var m model.GPUMask
+		for g := 0; g < size[n] && m.Count() < int(podGPUs(p)); g++ {
+			if !used[n].Has(g) {
+				m |= model.GPUMask(1) << g
+			}
+		}
+		used[n] |= m
+		s.Allocations = append(s.Allocations, allocationOf(p, m))
+	}
+	slices.SortFunc(s.Allocations, func(a, b model.Allocation) int { return strings.Compare(a.ID, b.ID) })
+	w.buildWork()
+	s.Reservations = kept.Reservations
+	s.RecentPreemptions = kept.Preemptions
+	s.Config = cfg
+	return w
+}
+
+// allocationOf is a bound pod's allocation; its id is the pod's key.
+func allocationOf(p *corev1.Pod, m model.GPUMask) model.Allocation {
+	cpu, mem := podRequests(p)
+	a := model.Allocation{ID: key(p), NodeID: p.Spec.NodeName, GPUs: m, CPUMilli: cpu, MemoryMiB: mem,
+		CreatedAt: p.CreationTimestamp.Time}
+	if t, err := time.Parse(time.RFC3339, p.Annotations[AnnBoundAt]); err == nil {
+		a.CreatedAt = t
+	}
+	kind, owner, err := ownerOf(p)
+	if err != nil || p.Annotations[AnnGPUs] == "" {
+		// Not berth's to preempt: training with no job behind it is
+		// never a victim.
+		kind, owner = model.OwnerTraining, "pod:"+key(p)
+	}
+	a.OwnerKind, a.OwnerID = kind, owner
+	if kind == model.OwnerInference {
+		a.Replica, _ = annInt(p, AnnReplica, 0)
+	} else if owner[:4] != "pod:" {
+		a.Preemptible = p.Annotations[AnnPreemptible] == "true"
+		if r := p.Annotations[AnnBackfill]; r != "" {
+			a.OwnerKind, a.Reservation = model.OwnerBackfill, r
+		}
+	}
+	if p.DeletionTimestamp != nil {
+		a.Stopping, a.StopReason = true, "preempted"
+		a.StopDeadline = p.DeletionTimestamp.Time
+	}
+	return a
+}
+
+// addWork files a berth pod under its owner.
+func (w *world) addWork(p *corev1.Pod) {
+	kind, owner, err := ownerOf(p)
+	if err == nil && podGPUs(p) < 1 {
+		err = fmt.Errorf("resources: the pod asks for no %s; berth schedules GPU pods only", ResourceGPU)
+	}
+	if err != nil {
+		w.invalid[key(p)] = err.Error()
+		return
+	}
+	g := w.groups[owner]
+	if g == nil {
+		g = &group{id: owner, kind: kind}
+		w.groups[owner] = g
+	}
+	g.pods = append(g.pods, p)
+}
+
+// buildWork turns groups into jobs and deployments. A group whose pods
+// disagree, or whose annotations are malformed, is not scheduled: each of
+// its pods says why.
+func (w *world) buildWork() {
+	ids := make([]string, 0, len(w.groups))
+	for id := range w.groups {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		g := w.groups[id]
+		slices.SortFunc(g.pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		var err error
+		if g.kind == model.OwnerInference {
+			err = w.addDeployment(g)
+		} else {
+			err = w.addJob(g)
+		}
+		if err != nil {
+			for _, p := range g.pods {
+				w.invalid[key(p)] = err.Error()
+			}
+			delete(w.groups, id)
+		}
+	}
+}
+
+func (w *world) addJob(g *group) error {
+	first := g.pods[0]
+	g.perPod = int(podGPUs(first))
+	j := &model.Job{ID: g.id, Name: first.Annotations[AnnGroup], State: model.JobPending,
+		SubmittedAt: first.CreationTimestamp.Time}
+	if j.Name == "" {
+		j.Name = first.Name
+	}
+	for _, p := range g.pods {
+		if n := int(podGPUs(p)); n != g.perPod {
+			return fmt.Errorf("group %s: pod %s asks for %d GPUs and %s for %d: every pod of a group must ask for the same", g.id, first.Name, g.perPod, p.Name, n)
+		}
+		if p.CreationTimestamp.Time.Before(j.SubmittedAt) {
+			j.SubmittedAt = p.CreationTimestamp.Time
+		}
+		cpu, mem := podRequests(p)
+		j.Shape.CPUMilli += cpu
+		j.Shape.MemoryMiB += mem
+		if p.Spec.NodeName != "" {
+			j.State = model.JobRunning
+			t, err := time.Parse(time.RFC3339, p.Annotations[AnnBoundAt])
+			if err != nil {
+				t = p.CreationTimestamp.Time
+			}
+			if j.StartedAt.IsZero() || t.Before(j.StartedAt) {
+				j.StartedAt = t
+			}
+		}
+	}
+	want, err := annInt(first, AnnGroupSize, len(g.pods))
+	if err != nil {
+		return err
+	}
+	if want < 1 {
+		return fmt.Errorf("annotation %s: %d: expected at least 1", AnnGroupSize, want)
+	}
+	if len(g.pods) < want && j.State == model.JobPending {
+		g.missing = fmt.Sprintf("pod group %s has %d of its %d pods; it is placed once all exist", g.id, len(g.pods), want)
+		return nil
+	}
+	top := model.TopologyNode
+	if want > 1 {
+		top = model.TopologyPod
+	}
+	if v, ok := first.Annotations[AnnTopology]; ok {
+		if top, err = model.ParseTopology(v); err != nil {
+			return fmt.Errorf("annotation %s: %w", AnnTopology, err)
+		}
+	}
+	j.Shape.GPUs, j.Shape.Topology = g.perPod*want, top
+	if m := first.Labels[LabelGPUProduct]; m != "" {
+		j.Shape.Models = []string{m}
+	}
+	if j.Priority, err = priorityOf(first); err != nil {
+		return err
+	}
+	if first.Annotations[AnnPreemptible] == "true" {
+		if first.Annotations[AnnCheckpoint] == "" {
+			return fmt.Errorf("annotation %s: a preemptible pod must say where it checkpoints (and %s, its size in bytes, from which the eviction's grace period is set)", AnnCheckpoint, AnnCheckpointBytes)
+		}
+		j.Preemptible = true
+		bytes, err := annInt(first, AnnCheckpointBytes, 0)
+		if err != nil {
+			return err
+		}
+		j.Checkpoint = &model.Checkpoint{Path: first.Annotations[AnnCheckpoint], SizeBytes: int64(bytes)}
+	}
+	if err := j.Validate(); err != nil {
+		return fmt.Errorf("group %s: %w", g.id, err)
+	}
+	w.state.Jobs = append(w.state.Jobs, j)
+	return nil
+}
+
+func (w *world) addDeployment(g *group) error {
+	first := g.pods[0]
+	g.perPod = int(podGPUs(first))
+	d := model.Deployment{ID: g.id, Desired: len(g.pods), MaxReplicas: len(g.pods),
+		ReplicaShape: model.Shape{GPUs: g.perPod, Topology: model.TopologyNode}, CreatedAt: first.CreationTimestamp.Time}
+	d.ReplicaShape.CPUMilli, d.ReplicaShape.MemoryMiB = podRequests(first)
+	if m := first.Labels[LabelGPUProduct]; m != "" {
+		d.ReplicaShape.Models = []string{m}
+	}
+	var err error
+	if d.MinReplicas, err = annInt(first, AnnMinReplicas, 0); err != nil {
+		return err
+	}
+	d.MinReplicas = min(d.MinReplicas, d.Desired)
+	if d.Priority, err = priorityOf(first); err != nil {
+		return err
+	}
+	for _, p := range g.pods {
+		if n := int(podGPUs(p)); n != g.perPod {
+			return fmt.Errorf("deployment %s: replicas %s and %s ask for %d and %d GPUs: every replica must ask for the same", g.id, first.Name, p.Name, g.perPod, n)
+		}
+	}
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("deployment %s: %w", g.id, err)
+	}
+	w.state.Deployments = append(w.state.Deployments, d)
+	return nil
+}
+
+func priorityOf(p *corev1.Pod) (int, error) {
+	def := 0
+	if p.Spec.Priority != nil {
+		def = int(*p.Spec.Priority)
+	}
+	return annInt(p, AnnPriority, def)
+}
