@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +20,7 @@ import (
 func newKubeCmd() *cobra.Command {
 	var kubeconfig, configFile string
 	var logJSON bool
+	var listen string
 	cfg := kube.Config{}
 	el := kube.Election{}
 	cmd := &cobra.Command{
@@ -59,6 +63,17 @@ on the pod, so a deposed leader's bind fails. It reads ~/.kube/config (or
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if listen != "" {
+				el.Status = kube.NewStatus()
+				l, err := net.Listen("tcp", listen)
+				if err != nil {
+					return fmt.Errorf("--listen: %w", err)
+				}
+				srv := &http.Server{Handler: el.Status.Handler(), ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(l)
+				defer srv.Close()
+				cfg.Logger.Info("berth kube: serving /v1/kube/status and /metrics", "addr", l.Addr().String())
+			}
 			return kube.Run(ctx, cs, cfg, el)
 		},
 	}
@@ -70,6 +85,7 @@ on the pod, so a deposed leader's bind fails. It reads ~/.kube/config (or
 	f.StringVar(&cfg.Namespace, "namespace", "berth-system", "namespace of berth's Lease and state ConfigMap")
 	f.StringVar(&el.Identity, "identity", "", "this replica's name in the Lease (default: the hostname)")
 	f.DurationVar(&el.Interval, "interval", time.Second, "time between scheduling passes")
+	f.StringVar(&listen, "listen", "", "address to serve /v1/kube/status (pending reasons, alerts and pages, free sets) and /metrics on; empty: none")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON")
 	return cmd
 }

@@ -20,8 +20,11 @@ type Election struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Interval is the time between passes; default 1 s.
 	Interval time.Duration
-	// OnPass, when set, sees every pass's result (tests, metrics).
+	// OnPass, when set, sees every pass's result (tests).
 	OnPass func(fence int64, err error)
+	// Status, when set, records every pass for /v1/kube/status and
+	// /metrics.
+	Status *Status
 }
 
 // Run takes part in leader election until ctx ends; while it leads it
@@ -75,8 +78,14 @@ func lead(ctx context.Context, cs kubernetes.Interface, cfg Config, el Election,
 	}
 	t := time.NewTicker(el.Interval)
 	defer t.Stop()
+	if el.Status != nil {
+		defer el.Status.stepDown()
+	}
 	for {
-		_, err := s.Pass(ctx)
+		d, err := s.Pass(ctx)
+		if el.Status != nil {
+			el.Status.observe(fence, d, err, cfg.Clock())
+		}
 		if err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("berth kube: pass", "fence", fence, "err", err)
 		}
