@@ -21,7 +21,7 @@ var seq atomic.Int64
 // env is one test's namespace and nodes on the shared apiserver; the
 // nodes and pods go when the test ends, so tests see only their own.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	ns    string
 	nodes []string
