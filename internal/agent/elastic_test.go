@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/store"
 )
 
 // TestElasticJobShrinksForInferenceAndGrowsBack: a 8-16 GPU elastic job on
@@ -88,7 +89,7 @@ func TestElasticJobShrinksForInferenceAndGrowsBack(t *testing.T) {
 		j := f.job(job)
 		l := live(j)
 		if j.State != model.JobRunning || j.Size != 16 || len(l) != 2 {
-			return fmt.Errorf("state %s size %d allocations %d", j.State, j.Size, len(l))
+			return fmt.Errorf("state %s size %d allocations %d; %s", j.State, j.Size, len(l), f.why(j))
 		}
 		if s := logOf(kept.ID); !strings.Contains(s, "resized: 8 to 16 GPUs") {
 			return fmt.Errorf("survivor log has no growth: %q", tail(s))
@@ -119,4 +120,33 @@ func tail(s string) string {
 		return "…" + s[len(s)-400:]
 	}
 	return s
+}
+
+// why is what the table and the last pass say about a job: its last
+// events, every allocation, and the pass's binds, preemptions and pending
+// entries, for a failure to explain itself.
+func (f *fleet) why(j api.Job) string {
+	var b strings.Builder
+	h := j.History
+	if len(h) > 6 {
+		h = h[len(h)-6:]
+	}
+	fmt.Fprintf(&b, "events %v", h)
+	f.mu.Lock()
+	in := f.in
+	f.mu.Unlock()
+	if in == nil {
+		return b.String()
+	}
+	in.Store.Cache().Read(func(v store.View) {
+		v.Each(store.Allocations, func(id string, e store.Entry) {
+			a := e.Obj.(model.Allocation)
+			fmt.Fprintf(&b, "; alloc %s %s/%s on %s stopping=%v", id, a.OwnerKind, a.OwnerID, a.NodeID, a.Stopping)
+		})
+	})
+	if last := in.Controller.Last(); last != nil {
+		d := last.Decision
+		fmt.Fprintf(&b, "; last pass at %s: binds %+v preemptions %+v pending %+v relocations %+v", last.At.Format("15:04:05.000"), d.Binds, d.Preemptions, d.Pending, d.Relocations)
+	}
+	return b.String()
 }

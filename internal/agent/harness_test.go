@@ -2,10 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -142,15 +143,9 @@ func newFleet(t *testing.T) *fleet { return newFleetWith(t, nil) }
 // newFleetWith is newFleet with the server's config adjusted first.
 func newFleetWith(t *testing.T, adjust func(*server.Config)) *fleet {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-	f := &fleet{t: t, dir: t.TempDir(), listen: listen, agents: map[string]*runningAgent{}, boot: map[string]string{}}
+	f := &fleet{t: t, dir: t.TempDir(), agents: map[string]*runningAgent{}, boot: map[string]string{}}
 	tokens := make(chan string, 1)
-	f.cfg = server.Config{Listen: listen, DataDir: filepath.Join(f.dir, "server"),
+	f.cfg = server.Config{DataDir: filepath.Join(f.dir, "server"),
 		Control: control.Config{HeartbeatInterval: hbInterval, Tick: 50 * time.Millisecond,
 			// Preemption is under test, not its thresholds: no minimum
 			// runtime, and a budget one small fleet cannot exhaust.
@@ -162,11 +157,33 @@ func newFleetWith(t *testing.T, adjust func(*server.Config)) *fleet {
 	if adjust != nil {
 		adjust(&f.cfg)
 	}
-	f.startServer()
+	f.firstStart()
 	f.admin = <-tokens
-	f.api = client.New(listen, f.admin)
+	f.api = client.New(f.listen, f.admin)
 	t.Cleanup(f.stop)
 	return f
+}
+
+// firstStart starts the server on a port nobody else is likely to take:
+// one outside the kernel's ephemeral range (where every other process's
+// ":0" listener and outgoing connection lands; CI once lost a ":0" port
+// picked here to another socket before the server bound it), drawn
+// again if it is taken by the time the server binds. Restarts reuse it:
+// the agents know the address.
+func (f *fleet) firstStart() {
+	f.t.Helper()
+	for attempt := 1; ; attempt++ {
+		f.listen = fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		f.cfg.Listen = f.listen
+		in, err := server.Start(context.Background(), f.cfg)
+		if err == nil {
+			f.started(in)
+			return
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			f.t.Fatalf("server: %v", err)
+		}
+	}
 }
 
 func (f *fleet) startServer() {
@@ -175,6 +192,11 @@ func (f *fleet) startServer() {
 	if err != nil {
 		f.t.Fatalf("server: %v", err)
 	}
+	f.started(in)
+}
+
+func (f *fleet) started(in *server.Instance) {
+	f.t.Helper()
 	f.mu.Lock()
 	f.in = in
 	f.mu.Unlock()

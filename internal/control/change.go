@@ -81,7 +81,7 @@ func (ch *change) node(id string) *model.Node { return cached(ch, ch.nodes, stor
 
 // newNode records a node created by this change.
 func (ch *change) newNode(n model.Node) *model.Node {
-	ch.txn.Unchanged(store.Nodes, n.ID, 0) // still absent
+	ch.txn.Absent(store.Nodes, n.ID)
 	ch.nodes[n.ID] = &n
 	return &n
 }

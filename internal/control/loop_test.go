@@ -260,3 +260,28 @@ func TestIdleWaitPacesSlowPasses(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaOfDeletedDeploymentStops: a replica whose deployment is gone
+// (what a delete racing a bind left: the delete's view lacked the replica
+// the pass had just bound) is stopped by the next pass, not left holding
+// its node's GPUs.
+func TestReplicaOfDeletedDeploymentStops(t *testing.T) {
+	h := newHarness(t, Config{HeartbeatInterval: time.Second})
+	h.beat(report("n1", 1, 8))
+	w, err := h.ctl.Writer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := model.Allocation{ID: "a-orphan", NodeID: "n1", GPUs: model.GPUMask(0xff), OwnerKind: model.OwnerInference,
+		OwnerID: "gone", CreatedAt: h.clk.Now()}
+	if _, err := w.Commit(h.ctx, w.Txn().Put(store.Allocations, orphan.ID, orphan)); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the orphaned replica stopping", func() error {
+		a, ok := store.Get[model.Allocation](h.st.Cache(), store.Allocations, orphan.ID)
+		if !ok || !a.Stopping || a.StopReason != "deleted" {
+			return fmt.Errorf("allocation %+v (present %v)", a, ok)
+		}
+		return nil
+	})
+}

@@ -108,6 +108,7 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	ch := c.newChange(w, now)
 	mass := c.checkLiveness(ch, in.state.Nodes)
 	c.checkDeadlines(ch, in.state.Allocations)
+	c.stopOrphans(ch, in)
 	relocs, relocsChanged := c.checkRelocations(ch, in)
 	if relocsChanged {
 		putDoc(ch, in, docRelocations, relocs)
@@ -183,6 +184,35 @@ func (c *Controller) checkDeadlines(ch *change, allocs []model.Allocation) {
 			if m := ch.alloc(a.ID); m != nil {
 				m.Killing = true
 			}
+		}
+	}
+}
+
+// stopOrphans stops inference replicas whose deployment is gone. A
+// deployment's delete stops the replicas its view of the table holds; a
+// pass binding a replica writes the allocation, not the deployment, so a
+// delete whose view was a moment older than that bind left the replica
+// running with no owner (seen in CI: a node's GPUs held for good).
+// Level-triggered, every pass: whatever raced, the next pass heals it.
+func (c *Controller) stopOrphans(ch *change, in *input) {
+	var deps map[string]bool
+	for i := range in.state.Allocations {
+		a := &in.state.Allocations[i]
+		if a.Stopping || a.OwnerKind != model.OwnerInference {
+			continue
+		}
+		if deps == nil {
+			deps = make(map[string]bool, len(in.state.Deployments))
+			for _, d := range in.state.Deployments {
+				deps[d.ID] = true
+			}
+		}
+		if deps[a.OwnerID] {
+			continue
+		}
+		if m := ch.alloc(a.ID); m != nil {
+			ch.stop(m, "deleted", ch.now.Add(c.cfg.StopGrace))
+			c.log.Warn("replica of a deleted deployment stopped", "allocation", a.ID, "deployment", a.OwnerID, "node", a.NodeID)
 		}
 	}
 }

@@ -121,6 +121,28 @@ func TestUnchangedCondition(t *testing.T) {
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("write based on a stale read: %v, want ErrConflict", err)
 	}
+	// A key deleted after the read: its revisions compare as 0, which is
+	// "not modified since" unless presence is checked too.
+	rev, err = w.Commit(ctx, w.Txn().Put(store.Deployments, "d1", model.Deployment{ID: "d1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(ctx, w.Txn().Delete(store.Deployments, "d1")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Commit(ctx, w.Txn().Unchanged(store.Deployments, "d1", rev).Put(store.Allocations, "a2", model.Allocation{ID: "a2", OwnerID: "d1"}))
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("write based on a key deleted since the read: %v, want ErrConflict", err)
+	}
+	if _, err := w.Commit(ctx, w.Txn().Unchanged(store.Nodes, "n1", rev).Put(store.Allocations, "a3", model.Allocation{ID: "a3", NodeID: "n1"})); err != nil {
+		t.Fatalf("write based on a current read: %v", err)
+	}
+	if _, err := w.Commit(ctx, w.Txn().Absent(store.Nodes, "n1").Put(store.Nodes, "n1", model.Node{ID: "n1"})); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("create over an existing key: %v, want ErrConflict", err)
+	}
+	if _, err := w.Commit(ctx, w.Txn().Absent(store.Nodes, "n2").Put(store.Nodes, "n2", model.Node{ID: "n2"})); err != nil {
+		t.Fatalf("create of an absent key: %v", err)
+	}
 }
 
 // TestCandidatesChanged: a server joining the election is signalled, so

@@ -64,8 +64,7 @@ func (t *Txn) Put(k Kind, id string, v any) *Txn {
 
 // Create writes v only if the key does not exist.
 func (t *Txn) Create(k Kind, id string, v any) *Txn {
-	t.conds = append(t.conds, clientv3.Compare(clientv3.CreateRevision(t.s.key(k, id)), "=", 0))
-	return t.Put(k, id, v)
+	return t.Absent(k, id).Put(k, id, v)
 }
 
 // Delete removes a key.
@@ -74,10 +73,24 @@ func (t *Txn) Delete(k Kind, id string) *Txn {
 	return t
 }
 
-// Unchanged makes the transaction conditional on the key not having been
-// modified after revision rev (a key absent at rev must still be absent).
+// Unchanged makes the transaction conditional on the key, present when
+// the caller read it at revision rev, being still present and not modified
+// after rev. etcd compares an absent key's revisions as 0, so the
+// modification check alone passes for a key deleted since the read: a
+// pass that had read a deployment bound a replica for it after it was
+// deleted, and that replica held a node's GPUs with no owner to stop it.
+// Presence is therefore checked too (a deleted key's version is 0).
 func (t *Txn) Unchanged(k Kind, id string, rev int64) *Txn {
-	t.conds = append(t.conds, clientv3.Compare(clientv3.ModRevision(t.s.key(k, id)), "<", rev+1))
+	key := t.s.key(k, id)
+	t.conds = append(t.conds, clientv3.Compare(clientv3.ModRevision(key), "<", rev+1),
+		clientv3.Compare(clientv3.Version(key), ">", 0))
+	return t
+}
+
+// Absent makes the transaction conditional on the key not existing: a
+// create that must not overwrite one made meanwhile.
+func (t *Txn) Absent(k Kind, id string) *Txn {
+	t.conds = append(t.conds, clientv3.Compare(clientv3.Version(t.s.key(k, id)), "=", 0))
 	return t
 }
 
