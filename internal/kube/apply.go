@@ -98,6 +98,7 @@ func (s *Scheduler) applyBind(ctx context.Context, w *world, b *sched.Bind, used
 			// claimed under this fence a moment ago.
 			return fmt.Errorf("bind for %s: binding %s to %s: %w", b.OwnerID, key(pb.pod), pb.node, err)
 		}
+		s.assumeBind(pb.pod, pb.node, a, now)
 		used[key(pb.pod)] = true
 	}
 	return nil
@@ -122,6 +123,7 @@ func (s *Scheduler) evict(ctx context.Context, w *world, pr *sched.Preemption, n
 			errs = append(errs, fmt.Errorf("evicting %s for %s: %w", id, pr.For, err))
 			continue
 		}
+		s.assumeEviction(p, grace, now)
 		s.event(ctx, p, corev1.EventTypeNormal, "Preempted",
 			fmt.Sprintf("preempted for %s: checkpoint and exit within %ds (R3 deadline); %.2f GPU-hours since the last checkpoint at risk", pr.For, grace, pr.LostGPUHours), now)
 	}

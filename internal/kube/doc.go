@@ -2,8 +2,10 @@
 // different table. The API server is the source of truth: Nodes say what
 // GPUs exist (nvidia.com/gpu capacity, a leaf-switch label, the GPU
 // feature labels), bound Pods say what is allocated, and Pods whose
-// schedulerName is berth's are the work. Each pass reads both with a
-// consistent list, builds a sched.State, calls sched.Plan, and applies the
+// schedulerName is berth's are the work. Each pass reads both (from
+// client-go informers while leading, source.go; with the writes it made
+// and the cache has not shown yet laid over them, assume.go), builds a
+// sched.State, calls sched.Plan, and applies the
 // Decision: Bindings (a gang's pods all or none), Evictions with the R3
 // deadline as the grace period, PodScheduled=False conditions and Events
 // that carry each pending reason, and Events for pages.

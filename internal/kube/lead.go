@@ -18,7 +18,8 @@ type Election struct {
 	// LeaseDuration, RenewDeadline, RetryPeriod are client-go's; default
 	// 15 s, 10 s, 2 s (kube-scheduler's).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Interval is the time between passes; default 1 s.
+	// Interval is the longest time between passes (a pass also runs
+	// soon after any change to Nodes or Pods); default 1 s.
 	Interval time.Duration
 	// OnPass, when set, sees every pass's result (tests).
 	OnPass func(fence int64, err error)
@@ -27,9 +28,15 @@ type Election struct {
 	Status *Status
 }
 
+// minGap is the least time between passes: a burst of pod events
+// (a 256-pod gang created, a node's pods finishing) is one pass, not one
+// per event.
+const minGap = 50 * time.Millisecond
+
 // Run takes part in leader election until ctx ends; while it leads it
-// fences (Takeover) and runs passes every Interval. Its fence is the
-// Lease's transition count when it took the lead, plus one.
+// fences (Takeover), watches Nodes and Pods, and runs a pass whenever
+// they change (at most every minGap) and at least every Interval. Its
+// fence is the Lease's transition count when it took the lead, plus one.
 func Run(ctx context.Context, cs kubernetes.Interface, cfg Config, el Election) error {
 	cfg.defaults()
 	if el.LeaseDuration == 0 {
@@ -76,6 +83,10 @@ func lead(ctx context.Context, cs kubernetes.Interface, cfg Config, el Election,
 		}
 		return
 	}
+	if err := s.Watch(ctx); err != nil {
+		cfg.Logger.Error("berth kube: watching nodes and pods", "err", err)
+		return
+	}
 	t := time.NewTicker(el.Interval)
 	defer t.Stop()
 	if el.Status != nil {
@@ -95,9 +106,18 @@ func lead(ctx context.Context, cs kubernetes.Interface, cfg Config, el Election,
 		if errors.Is(err, ErrDeposed) {
 			return
 		}
+		// The next pass: when the cluster changes (work arrives, GPUs
+		// free up), at least minGap after this one, or after Interval
+		// with no change (time alone moves reasons, aging and budgets).
 		select {
 		case <-ctx.Done():
 			return
+		case <-time.After(minGap):
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.Changed():
 		case <-t.C:
 		}
 	}

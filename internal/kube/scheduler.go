@@ -65,7 +65,11 @@ type Scheduler struct {
 	cfg    Config
 	fencer fencer
 	store  stateStore
-	last   atomic.Pointer[sched.Decision]
+	src    source
+	// kick, when watching, is signalled when the cluster changed.
+	kick    <-chan struct{}
+	assumed map[string]assumed
+	last    atomic.Pointer[sched.Decision]
 }
 
 // New returns a scheduler writing under fence (a leader's Lease
@@ -73,8 +77,25 @@ type Scheduler struct {
 func New(cs kubernetes.Interface, cfg Config, fence int64) *Scheduler {
 	cfg.defaults()
 	return &Scheduler{cs: cs, cfg: cfg, fencer: fencer{cs: cs, fence: fence},
-		store: stateStore{cs: cs, namespace: cfg.Namespace, name: cfg.StateName}}
+		store: stateStore{cs: cs, namespace: cfg.Namespace, name: cfg.StateName},
+		src:   listSource{cs}, assumed: map[string]assumed{}}
 }
+
+// Watch makes the scheduler read Nodes and Pods from informers (a watch
+// kept open until ctx ends) instead of listing them every pass, once
+// their first list is in. Changed is then signalled on every change.
+func (s *Scheduler) Watch(ctx context.Context) error {
+	w := newWatchSource(s.cs)
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	s.src, s.kick = w, w.kick
+	return nil
+}
+
+// Changed is signalled when the cluster changed since the last signal;
+// nil unless watching.
+func (s *Scheduler) Changed() <-chan struct{} { return s.kick }
 
 // Last is the last pass's decision, nil before the first.
 func (s *Scheduler) Last() *sched.Decision { return s.last.Load() }
@@ -123,16 +144,13 @@ func (s *Scheduler) Pass(ctx context.Context) (*sched.Decision, error) {
 	if kept.Fence > s.fencer.fence {
 		return nil, fmt.Errorf("state fence %d > %d: %w", kept.Fence, s.fencer.fence, ErrDeposed)
 	}
-	nodes, err := s.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, pods, err := s.src.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pods, err := s.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
+	pods = s.overlay(pods, now)
 	kept.trim(now)
-	w := read(nodes.Items, pods.Items, s.cfg.SchedulerName, s.cfg.PodLabel, kept, s.cfg.Sched)
+	w := read(nodes, pods, s.cfg.SchedulerName, s.cfg.PodLabel, kept, s.cfg.Sched)
 	d := sched.Plan(w.state, now)
 	s.last.Store(&d)
 

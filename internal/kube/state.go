@@ -77,12 +77,12 @@ func ownerOf(p *corev1.Pod) (model.OwnerKind, string, error) {
 
 // read builds the world from Nodes and Pods. schedulerName picks berth's
 // pods; every bound pod with GPUs is an allocation whoever placed it.
-func read(nodes []corev1.Node, pods []corev1.Pod, schedulerName, podLabel string, kept keptState, cfg sched.Config) *world {
+func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel string, kept keptState, cfg sched.Config) *world {
 	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}}
 	s := &w.state
 	size := map[string]int{}
-	for i := range nodes {
-		if n, ok := nodeOf(&nodes[i], podLabel); ok {
+	for _, node := range nodes {
+		if n, ok := nodeOf(node, podLabel); ok {
 			s.Nodes = append(s.Nodes, n)
 			size[n.ID] = n.GPUs
 		}
@@ -90,8 +90,7 @@ func read(nodes []corev1.Node, pods []corev1.Pod, schedulerName, podLabel string
 	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.ID, b.ID) })
 	used := map[string]model.GPUMask{}
 	var unmasked []*corev1.Pod
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
