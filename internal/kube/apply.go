@@ -112,22 +112,30 @@ func (s *Scheduler) evict(ctx context.Context, w *world, pr *sched.Preemption, n
 	grace = max(grace, 1)
 	var errs []error
 	for _, id := range pr.Allocations {
-		p := w.pods[id]
-		if p == nil || p.DeletionTimestamp != nil {
-			continue
+		for _, p := range w.podsOf(id) {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if err := s.evictPod(ctx, p, pr, grace, now); err != nil {
+				errs = append(errs, err)
+			}
 		}
-		uid := p.UID
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
-			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}}}
-		if err := s.cs.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("evicting %s for %s: %w", id, pr.For, err))
-			continue
-		}
-		s.assumeEviction(p, grace, now)
-		s.event(ctx, p, corev1.EventTypeNormal, "Preempted",
-			fmt.Sprintf("preempted for %s: checkpoint and exit within %ds (R3 deadline); %.2f GPU-hours since the last checkpoint at risk", pr.For, grace, pr.LostGPUHours), now)
 	}
 	return errors.Join(errs...)
+}
+
+// evictPod evicts one pod of a preemption, preconditioned on its UID.
+func (s *Scheduler) evictPod(ctx context.Context, p *corev1.Pod, pr *sched.Preemption, grace int64, now time.Time) error {
+	uid := p.UID
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}}}
+	if err := s.cs.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("evicting %s for %s: %w", key(p), pr.For, err)
+	}
+	s.assumeEviction(p, grace, now)
+	s.event(ctx, p, corev1.EventTypeNormal, "Preempted",
+		fmt.Sprintf("preempted for %s: checkpoint and exit within %ds (R3 deadline); %.2f GPU-hours since the last checkpoint at risk", pr.For, grace, pr.LostGPUHours), now)
+	return nil
 }
 
 // pending writes a pending pod's reason as its PodScheduled=False

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/sched"
 )
 
@@ -66,6 +67,22 @@ func (e *env) node(name string, gpus int, leaf string) {
 		e.t.Fatal(err)
 	}
 	e.nodes = append(e.nodes, name)
+}
+
+// twoLeaves creates two leaves of four 8-GPU nodes, l1n0..l2n3, and
+// returns them as the core's model sees them.
+func (e *env) twoLeaves() []model.Node {
+	e.t.Helper()
+	var nodes []model.Node
+	for _, leaf := range []string{"l1", "l2"} {
+		for i := range 4 {
+			id := fmt.Sprintf("%sn%d", leaf, i)
+			e.node(id, 8, leaf)
+			nodes = append(nodes, model.Node{ID: e.ns + "-" + id, Pod: leaf, Model: "H100", GPUs: 8,
+				CPUMilli: 128000, MemoryMiB: 1 << 20, Health: model.HealthHealthy})
+		}
+	}
+	return nodes
 }
 
 type podOpt func(*corev1.Pod)

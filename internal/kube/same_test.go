@@ -18,15 +18,7 @@ import (
 // workload's own table, not from what kube read.
 func TestSamePlacementsAsTheCore(t *testing.T) {
 	e := newEnv(t)
-	var nodes []model.Node
-	for _, leaf := range []string{"l1", "l2"} {
-		for i := range 4 {
-			id := fmt.Sprintf("%sn%d", leaf, i)
-			e.node(id, 8, leaf)
-			nodes = append(nodes, model.Node{ID: e.ns + "-" + id, Pod: leaf, Model: "H100", GPUs: 8,
-				CPUMilli: 128000, MemoryMiB: 1 << 20, Health: model.HealthHealthy})
-		}
-	}
+	nodes := e.twoLeaves()
 	var allocs []model.Allocation
 	for i, busy := range []struct {
 		node string
@@ -57,7 +49,7 @@ func TestSamePlacementsAsTheCore(t *testing.T) {
 			if first == "" {
 				first = name
 				jobs = append(jobs, &model.Job{ID: e.ns + "/" + g.name, Name: g.name, State: model.JobPending,
-					Shape:    model.Shape{GPUs: g.pods * g.perPod, Topology: g.topology},
+					Shape:    model.Shape{GPUs: g.pods * g.perPod, Topology: g.topology, Worker: g.perPod},
 					Priority: g.priority, SubmittedAt: p.CreationTimestamp.Time})
 			}
 		}

@@ -170,12 +170,14 @@ func (s *Scheduler) Pass(ctx context.Context) (*sched.Decision, error) {
 	}
 	var errs []error
 	used := map[string]bool{}
+	failed := map[string]string{}
 	for i := range d.Binds {
 		if err := s.applyBind(ctx, w, &d.Binds[i], used, now); err != nil {
 			if errors.Is(err, ErrDeposed) {
 				return &d, err
 			}
 			errs = append(errs, err)
+			failed[d.Binds[i].OwnerID] = err.Error()
 		}
 	}
 	for i := range d.Preemptions {
@@ -183,15 +185,16 @@ func (s *Scheduler) Pass(ctx context.Context) (*sched.Decision, error) {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, s.sayPending(ctx, w, &d, used, now)...)
+	errs = append(errs, s.sayPending(ctx, w, &d, used, failed, now)...)
 	for _, a := range raised {
 		s.page(ctx, a, now)
 	}
 	return &d, errors.Join(errs...)
 }
 
-// sayPending gives every berth pod left unbound its reason.
-func (s *Scheduler) sayPending(ctx context.Context, w *world, d *sched.Decision, used map[string]bool, now time.Time) []error {
+// sayPending gives every berth pod left unbound its reason; failed are
+// the binds this pass could not apply, by owner, with why.
+func (s *Scheduler) sayPending(ctx context.Context, w *world, d *sched.Decision, used map[string]bool, failed map[string]string, now time.Time) []error {
 	var errs []error
 	say := func(p *corev1.Pod, msg string) {
 		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil && !used[key(p)] {
@@ -207,6 +210,13 @@ func (s *Scheduler) sayPending(ctx context.Context, w *world, d *sched.Decision,
 		if g.missing != "" {
 			for _, p := range g.pods {
 				say(p, g.missing)
+			}
+		}
+	}
+	for _, id := range sortedKeys(failed) {
+		if g := w.groups[id]; g != nil {
+			for _, p := range g.unbound() {
+				say(p, "berth placed this pod but could not bind it: "+failed[id]+"; the next pass tries again")
 			}
 		}
 	}

@@ -22,6 +22,21 @@ type world struct {
 	invalid map[string]string
 	// pods are every pod read, by key.
 	pods map[string]*corev1.Pod
+	// members are the pods of an allocation that stands for several (a
+	// job's pods on one node), by allocation id; an allocation not in it
+	// is the pod its id names.
+	members map[string][]*corev1.Pod
+}
+
+// podsOf are the pods behind an allocation.
+func (w *world) podsOf(id string) []*corev1.Pod {
+	if m, ok := w.members[id]; ok {
+		return m
+	}
+	if p := w.pods[id]; p != nil {
+		return []*corev1.Pod{p}
+	}
+	return nil
 }
 
 // group is the pods of one job (a pod group or a single pod) or of one
@@ -78,7 +93,7 @@ func ownerOf(p *corev1.Pod) (model.OwnerKind, string, error) {
 // read builds the world from Nodes and Pods. schedulerName picks berth's
 // pods; every bound pod with GPUs is an allocation whoever placed it.
 func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel string, kept keptState, cfg sched.Config) *world {
-	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}}
+	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}, members: map[string][]*corev1.Pod{}}
 	s := &w.state
 	size := map[string]int{}
 	for _, node := range nodes {
@@ -89,7 +104,8 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel stri
 	}
 	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.ID, b.ID) })
 	used := map[string]model.GPUMask{}
-	var unmasked []*corev1.Pod
+	var unmasked, mine []*corev1.Pod
+	masks := map[string]model.GPUMask{}
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -108,8 +124,10 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel stri
 			continue
 		}
 		used[p.Spec.NodeName] |= m
-		s.Allocations = append(s.Allocations, allocationOf(p, m))
+		mine = append(mine, p)
+		masks[key(p)] = m
 	}
+	w.mergeJobs(mine, masks)
 	// Pods another scheduler bound name no GPUs: the device plugin chose
 	// them. They take the lowest indices berth has not given out, which
 	// keeps the count right; berth never moves them.
@@ -130,6 +148,46 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel stri
 	s.RecentPreemptions = kept.Preemptions
 	s.Config = cfg
 	return w
+}
+
+// mergeJobs turns berth's bound pods into allocations: one per pod, except
+// that a job's pods on one node are one allocation, as the core made it
+// (a part of a placement), so that what the core reads is what it wrote.
+// Read as one allocation per pod, six 1-GPU pods of a 6-GPU part looked
+// like six 1-GPU tenants, and the next 1-GPU job went there as
+// "shape-aligned" where the server and the simulator would not put it.
+// The merged allocation's id is its first pod's key.
+func (w *world) mergeJobs(pods []*corev1.Pod, masks map[string]model.GPUMask) {
+	s := &w.state
+	type part struct{ owner, node string }
+	at := map[part]int{}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(key(a), key(b)) })
+	for _, p := range pods {
+		a := allocationOf(p, masks[key(p)])
+		pt := part{a.OwnerID, a.NodeID}
+		if a.OwnerKind == model.OwnerInference || strings.HasPrefix(a.OwnerID, "pod:") {
+			s.Allocations = append(s.Allocations, a)
+			continue
+		}
+		i, ok := at[pt]
+		if !ok {
+			at[pt] = len(s.Allocations)
+			s.Allocations = append(s.Allocations, a)
+			w.members[a.ID] = []*corev1.Pod{p}
+			continue
+		}
+		m := &s.Allocations[i]
+		m.GPUs |= a.GPUs
+		m.CPUMilli += a.CPUMilli
+		m.MemoryMiB += a.MemoryMiB
+		if a.CreatedAt.Before(m.CreatedAt) {
+			m.CreatedAt = a.CreatedAt
+		}
+		if a.Stopping && !m.Stopping {
+			m.Stopping, m.StopReason, m.StopDeadline = true, a.StopReason, a.StopDeadline
+		}
+		w.members[m.ID] = append(w.members[m.ID], p)
+	}
 }
 
 // allocationOf is a bound pod's allocation; its id is the pod's key.
@@ -256,12 +314,19 @@ func (w *world) addJob(g *group) error {
 			return fmt.Errorf("annotation %s: %w", AnnTopology, err)
 		}
 	}
-	j.Shape.GPUs, j.Shape.Topology = g.perPod*want, top
+	// A pod's GPUs are on one node: the core hands out parts in whole
+	// pods' worth.
+	j.Shape.GPUs, j.Shape.Topology, j.Shape.Worker = g.perPod*want, top, g.perPod
 	if m := first.Labels[LabelGPUProduct]; m != "" {
 		j.Shape.Models = []string{m}
 	}
 	if j.Priority, err = priorityOf(first); err != nil {
 		return err
+	}
+	// activeDeadlineSeconds is a declared runtime the kubelet enforces:
+	// what backfill needs to know a job ends before a hold is due.
+	if d := first.Spec.ActiveDeadlineSeconds; d != nil && *d > 0 {
+		j.MaxRuntime = time.Duration(*d) * time.Second
 	}
 	if first.Annotations[AnnPreemptible] == "true" {
 		if first.Annotations[AnnCheckpoint] == "" {

@@ -20,7 +20,15 @@ type Shape struct {
 	// GPUMilli, 1-999, asks for that share of one GPU (GPUs is then 1),
 	// placed only in the sharing pool; 0 means whole GPUs.
 	GPUMilli int `json:"gpu_milli,omitempty"`
+	// Worker is how many GPUs each of the job's processes needs on one
+	// node: every part of a placement is a multiple of it. A Kubernetes
+	// pod sits on one node, so a group of 2-GPU pods must get its GPUs in
+	// pairs. 0 is 1 (any split). GPUs must be a multiple of it.
+	Worker int `json:"worker,omitempty"`
 }
+
+// Unit is the granularity of a placement's parts: Worker, or 1.
+func (s *Shape) Unit() int { return max(s.Worker, 1) }
 
 // Fraction reports whether the shape is a share of one GPU.
 func (s *Shape) Fraction() bool { return s.GPUMilli > 0 }
@@ -61,6 +69,9 @@ func (s *Shape) Validate(prefix string) error {
 	}
 	if s.MemoryMiB < 0 || s.MemoryMiB > MaxMemoryMiB {
 		return fmt.Errorf("%smemory_mib: %d: expected 0 to %d (1 PiB)", prefix, s.MemoryMiB, int64(MaxMemoryMiB))
+	}
+	if s.Worker < 0 || s.Worker > 0 && s.GPUs%s.Worker != 0 {
+		return fmt.Errorf("%sworker: %d: expected 0 or a divisor of gpus (%d): each process's GPUs sit on one node", prefix, s.Worker, s.GPUs)
 	}
 	for i, m := range s.Models {
 		if m == "" {

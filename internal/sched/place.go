@@ -226,12 +226,15 @@ func (pl *placer) placeSpan(groups []*group) bool {
 // from the largest partial pieces, so whole nodes stay whole. A request
 // whose size is a multiple of the node size takes whole nodes only. It is a
 // tentative transaction: on failure everything it took is rolled back.
+//
+// With a worker size (Shape.Worker) every part is a multiple of it: whole
+// nodes only when it divides the node, pieces only of its multiples.
 func (pl *placer) gang(g *group, pods []int, podSel int) bool {
-	ix, k := pl.ix, pl.req.GPUs
+	ix, k, unit := pl.ix, pl.req.GPUs, pl.req.Unit()
 	cp, n0 := ix.Checkpoint(), len(pl.parts)
 	need := k
 	for _, p := range pods {
-		for need >= g.size {
+		for need >= g.size && g.size%unit == 0 {
 			i := ix.firstInPod(g.pods[p], g.bucketOf(g.size, 0), g.size, pl.fit)
 			if i < 0 {
 				break
@@ -249,11 +252,12 @@ func (pl *placer) gang(g *group, pods []int, podSel int) bool {
 			need = 0
 			break
 		}
-		i := ix.largestPiece(g, need, podSel, pl.fit)
+		i := ix.largestPiece(g, need, podSel, unit, pl.fit)
 		if i < 0 {
 			break
 		}
 		f := ix.nodes[i].free.Count()
+		f -= f % unit
 		pl.take(i, f)
 		need -= f
 	}

@@ -282,12 +282,14 @@ type shapeID struct {
 	preemptible bool
 	gpus        int32
 	milli       int32 // a share of one GPU: places nothing like whole GPUs
+	worker      int32 // parts in multiples of it
 	cpu, mem    int64
 	models      string
 }
 
 func shapeKey(r *model.Request) shapeID {
-	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), milli: int32(r.GPUMilli), cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible}
+	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), milli: int32(r.GPUMilli), worker: int32(r.Worker),
+		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible}
 	if len(r.Models) > 0 {
 		id.models = strings.Join(r.Models, "|")
 	}

@@ -155,11 +155,17 @@ func (ix *Index) minOver(g *group, f, lo, hi, skip, pod, k int, fit fitFunc) int
 	return best
 }
 
-// largestPiece returns the node with the most free GPUs below limit (and
-// below a whole node), or -1. Gang remainders take such pieces so that
-// whole nodes stay whole.
-func (ix *Index) largestPiece(g *group, limit, pod int, fit fitFunc) int {
-	for f := min(limit, g.size) - 1; f >= 1; f-- {
+// largestPiece returns the node with the most free GPUs up to limit and
+// below a whole node, at least unit of them, or -1. Gang remainders take
+// such pieces (rounded down to a multiple of unit) so that whole nodes
+// stay whole; when unit does not divide a node, whole nodes are pieces
+// too, since no other step takes them.
+func (ix *Index) largestPiece(g *group, limit, pod, unit int, fit fitFunc) int {
+	top := min(limit, g.size-1)
+	if g.size%unit != 0 {
+		top = min(limit, g.size)
+	}
+	for f := top; f >= unit; f-- {
 		if i := ix.minOver(g, f, 0, g.mixed(), -1, pod, f, fit); i >= 0 {
 			return i
 		}

@@ -1,7 +1,10 @@
 package sched
 
 import (
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/berthsched/berth/internal/model"
@@ -267,5 +270,55 @@ func TestWholeGPUWorkLeavesTheSharingPool(t *testing.T) {
 	shared := NewIndex(nodes[:1], nil, Config{})
 	if pl, why := shared.Place(&req, Pools{}); why != nil || pl.Parts[0].Node != "a" {
 		t.Fatalf("a fleet of sharing nodes only: %+v %v", pl.Parts, why)
+	}
+}
+
+// A worker size keeps each process's GPUs on one node: with 3, 3 and 2
+// GPUs free, 6 GPUs of 2-GPU workers take 2+2+2 (3+3 would leave a
+// worker straddling two nodes), 3-GPU workers take 3+3, and 4-GPU workers
+// find no room. Whole free nodes still go whole when the worker divides
+// them, and are pieces when it does not.
+func TestWorkerSizeKeepsProcessesWhole(t *testing.T) {
+	nodes := []model.Node{{ID: "a", Pod: "p", GPUs: 8}, {ID: "b", Pod: "p", GPUs: 8}, {ID: "c", Pod: "p", GPUs: 8}, {ID: "d", Pod: "p", GPUs: 8}}
+	busy := func(node string, n int) model.Allocation {
+		return model.Allocation{ID: node + "-busy", NodeID: node, GPUs: model.FullMask(n), OwnerKind: model.OwnerTraining, OwnerID: "x"}
+	}
+	allocs := []model.Allocation{busy("a", 5), busy("b", 5), busy("c", 6), busy("d", 8)}
+	parts := func(worker, gpus int) (string, *Reason) {
+		ix := NewIndex(nodes, allocs, Config{})
+		req := model.Request{Shape: model.Shape{GPUs: gpus, Topology: model.TopologyAny, Worker: worker}}
+		pl, why := ix.Place(&req, Pools{})
+		var out []string
+		for _, pt := range pl.Parts {
+			out = append(out, fmt.Sprintf("%s:%d", pt.Node, pt.GPUs.Count()))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " "), why
+	}
+	for _, tc := range []struct {
+		worker, gpus int
+		want         string
+	}{{0, 6, "a:3 b:3"}, {2, 6, "a:2 b:2 c:2"}, {3, 6, "a:3 b:3"}, {4, 4, ""}} {
+		got, why := parts(tc.worker, tc.gpus)
+		if got != tc.want || (tc.want == "") != (why != nil) {
+			t.Errorf("%d GPUs in workers of %d: parts %q (%v), want %q", tc.gpus, tc.worker, got, why, tc.want)
+		}
+	}
+	empty := []model.Node{{ID: "a", Pod: "p", GPUs: 8}, {ID: "b", Pod: "p", GPUs: 8}}
+	for _, tc := range []struct {
+		worker, gpus int
+		want         string
+	}{{4, 16, "a:8 b:8"}, {3, 12, "a:6 b:6"}} {
+		ix := NewIndex(empty, nil, Config{})
+		req := model.Request{Shape: model.Shape{GPUs: tc.gpus, Topology: model.TopologyPod, Worker: tc.worker}}
+		pl, why := ix.Place(&req, Pools{})
+		var out []string
+		for _, pt := range pl.Parts {
+			out = append(out, fmt.Sprintf("%s:%d", pt.Node, pt.GPUs.Count()))
+		}
+		slices.Sort(out)
+		if got := strings.Join(out, " "); got != tc.want {
+			t.Errorf("%d GPUs in workers of %d on empty nodes: parts %q (%v), want %q", tc.gpus, tc.worker, got, why, tc.want)
+		}
 	}
 }
