@@ -85,7 +85,7 @@ on the pod, so a deposed leader's bind fails. It reads ~/.kube/config (or
 	f.StringVar(&cfg.Namespace, "namespace", "berth-system", "namespace of berth's Lease and state ConfigMap")
 	f.StringVar(&el.Identity, "identity", "", "this replica's name in the Lease (default: the hostname)")
 	f.DurationVar(&el.Interval, "interval", time.Second, "time between scheduling passes")
-	f.StringVar(&listen, "listen", "", "address to serve /v1/kube/status (pending reasons, alerts and pages, free sets) and /metrics on; empty: none")
+	f.StringVar(&listen, "listen", "", "address to serve a status page on / (pending reasons, alerts and pages, free sets), its JSON on /v1/kube/status, and /metrics; empty: none")
 	f.BoolVar(&logJSON, "log-json", false, "log as JSON")
 	return cmd
 }

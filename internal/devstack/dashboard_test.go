@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,26 +14,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/berthsched/berth/internal/browsertest"
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
 	"github.com/berthsched/berth/internal/sched"
 )
-
-// chromium finds the browser: $BERTH_CHROMIUM, else Debian's chromium
-// (.ci/run installs it), else the usual names.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("BERTH_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no Chromium: the dashboard test drives a real browser; install Debian's chromium (apt-get install chromium) or set BERTH_CHROMIUM")
-	return ""
-}
 
 func waitUntil(t *testing.T, what string, f func() error) {
 	t.Helper()
@@ -53,7 +37,7 @@ func waitUntil(t *testing.T, what string, f func() error) {
 // in Chromium: the headline matches the API, a submitted job appears in
 // the grid without a reload, and a page's action button takes the action.
 func TestDashboardInABrowser(t *testing.T) {
-	browser := chromium(t)
+	browser := browsertest.Chromium(t)
 	// Any preemption exceeds this budget: a scale-up above min pages.
 	s, err := Start(context.Background(), Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Nodes: 4, Pods: 2, GPUsPerNode: 8,
 		Interval: 200 * time.Millisecond, Berth: "/bin/false", HistoryEvery: 300 * time.Millisecond,

@@ -95,7 +95,7 @@ func lead(ctx context.Context, cs kubernetes.Interface, cfg Config, el Election,
 	for {
 		d, err := s.Pass(ctx)
 		if el.Status != nil {
-			el.Status.observe(fence, d, err, cfg.Clock())
+			el.Status.observe(fence, d, s.TotalGPUs(), err, cfg.Clock())
 		}
 		if err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("berth kube: pass", "fence", fence, "err", err)

@@ -70,6 +70,7 @@ type Scheduler struct {
 	kick    <-chan struct{}
 	assumed map[string]assumed
 	last    atomic.Pointer[sched.Decision]
+	total   atomic.Int64 // GPUs the last pass read
 }
 
 // New returns a scheduler writing under fence (a leader's Lease
@@ -99,6 +100,9 @@ func (s *Scheduler) Changed() <-chan struct{} { return s.kick }
 
 // Last is the last pass's decision, nil before the first.
 func (s *Scheduler) Last() *sched.Decision { return s.last.Load() }
+
+// TotalGPUs is the GPUs of the nodes the last pass read.
+func (s *Scheduler) TotalGPUs() int { return int(s.total.Load()) }
 
 // Takeover fences every unbound pod berth schedules, so that no older
 // leader's bind of them can succeed from here on, and fences the state
@@ -153,6 +157,11 @@ func (s *Scheduler) Pass(ctx context.Context) (*sched.Decision, error) {
 	w := read(nodes, pods, s.cfg.SchedulerName, s.cfg.PodLabel, kept, s.cfg.Sched)
 	d := sched.Plan(w.state, now)
 	s.last.Store(&d)
+	total := 0
+	for _, n := range w.state.Nodes {
+		total += n.GPUs
+	}
+	s.total.Store(int64(total))
 
 	next := keptState{Fence: s.fencer.fence, Reservations: d.Reservations, Preemptions: kept.Preemptions, Alerts: map[string]sched.Alert{}}
 	for _, pr := range d.Preemptions {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	_ "embed"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -13,8 +14,9 @@ import (
 )
 
 // Status is what a replica shows of its last pass: on GET /v1/kube/status
-// (the pending reasons, the alerts and pages, the free sets) and on
-// /metrics. A replica that does not lead says so.
+// (the pending reasons, the alerts and pages, the free sets), on a page
+// at / that draws it, and on /metrics. A replica that does not lead says
+// so.
 type Status struct {
 	mu      sync.Mutex
 	leading bool
@@ -22,6 +24,7 @@ type Status struct {
 	at      time.Time
 	err     string
 	last    *sched.Decision
+	total   int // GPUs in the fleet the last pass read
 
 	reg       *prometheus.Registry
 	largest   *prometheus.GaugeVec
@@ -49,10 +52,13 @@ func NewStatus() *Status {
 }
 
 // observe records one pass.
-func (s *Status) observe(fence int64, d *sched.Decision, err error, now time.Time) {
+func (s *Status) observe(fence int64, d *sched.Decision, total int, err error, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leading, s.fence, s.at = true, fence, now
+	if d != nil {
+		s.total = total
+	}
 	s.leader.Set(1)
 	s.err = ""
 	if err != nil {
@@ -86,17 +92,29 @@ type statusBody struct {
 	At       time.Time              `json:"at,omitzero"`
 	Error    string                 `json:"error,omitempty"`
 	Topology *sched.TopologySummary `json:"topology,omitempty"`
-	Pending  []sched.Pending        `json:"pending,omitempty"`
-	Alerts   []sched.Alert          `json:"alerts,omitempty"`
+	// TotalGPUs are the fleet's GPUs (nodes with nvidia.com/gpu).
+	TotalGPUs int             `json:"total_gpus"`
+	Pending   []sched.Pending `json:"pending,omitempty"`
+	Alerts    []sched.Alert   `json:"alerts,omitempty"`
 }
 
-// Handler serves /v1/kube/status and /metrics.
+// page is the fleet page: one file, no build step, embedded.
+//
+//go:embed ui/index.html
+var page []byte
+
+// Handler serves the page on /, /v1/kube/status and /metrics.
 func (s *Status) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Write(page)
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/kube/status", func(w http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()
-		b := statusBody{Leading: s.leading, Fence: s.fence, At: s.at, Error: s.err}
+		b := statusBody{Leading: s.leading, Fence: s.fence, At: s.at, Error: s.err, TotalGPUs: s.total}
 		if s.last != nil {
 			b.Topology, b.Pending, b.Alerts = &s.last.Topology, s.last.Pending, s.last.Alerts
 		}
