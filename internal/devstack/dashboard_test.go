@@ -14,8 +14,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/berthsched/berth/internal/browsertest"
 	"github.com/berthsched/berth/internal/api"
+	"github.com/berthsched/berth/internal/browsertest"
 	"github.com/berthsched/berth/internal/control"
 	"github.com/berthsched/berth/internal/sched"
 )
