@@ -96,6 +96,7 @@ func newDeployCmd() *cobra.Command {
 	f.StringVar(&req.Team, "team", "", "owning team")
 	f.IntVar(&req.ReplicaShape.GPUs, "gpus", 1, "GPUs per replica")
 	f.IntVar(&req.ReplicaShape.GPUMilli, "gpu-milli", 0, "a share of one GPU per replica instead, 1-999 milli: the sharing pool, under MPS")
+	f.StringVar(&req.ReplicaShape.MIGProfile, "mig-profile", "", "with --gpu-milli: a MIG instance of exactly this profile per replica, e.g. 1g.10gb (--gpu-milli 142)")
 	f.StringVar(&req.ReplicaShape.Topology, "topology", "node", "replica topology: node, pod or any")
 	f.StringVar(&req.ReplicaShape.GPUModel, "gpu-model", "", "GPU model (default: any)")
 	f.IntVar(&req.MinReplicas, "min", 1, "replicas berth keeps whatever it costs (preempting training if it must)")

@@ -136,6 +136,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.StringVar(&req.User, "user", "", "user")
 	f.IntVar(&req.GPUs, "gpus", 0, "GPUs, all or nothing (a gang)")
 	f.IntVar(&req.GPUMilli, "gpu-milli", 0, "a share of one GPU instead, 1-999 milli (with --gpus 1): the sharing pool, under MPS")
+	f.StringVar(&req.MIGProfile, "mig-profile", "", "with --gpu-milli: a MIG instance of exactly this profile, e.g. 3g.40gb (--gpu-milli 428)")
 	f.StringVar(&req.Topology, "topology", "node", "node (one NVLink domain), pod (one leaf switch) or any")
 	f.StringVar(&req.GPUModel, "gpu-model", "", "GPU model, e.g. H100 (default: any)")
 	f.Int64Var(&req.CPUMilli, "cpu-milli", 0, "CPU the job needs, in millicores (1000 = one core), across its nodes")
@@ -201,7 +202,7 @@ func readJobSpec(path string) (api.JobRequest, error) {
 
 // requestOf is the request that submits a job like j again.
 func requestOf(j model.Job) api.JobRequest {
-	r := api.JobRequest{Name: j.Name, Org: j.Org, Team: j.Team, User: j.User, GPUs: j.Shape.GPUs, GPUMilli: j.Shape.GPUMilli,
+	r := api.JobRequest{Name: j.Name, Org: j.Org, Team: j.Team, User: j.User, GPUs: j.Shape.GPUs, GPUMilli: j.Shape.GPUMilli, MIGProfile: j.Shape.MIGProfile,
 		Topology: string(j.Shape.Topology), CPUMilli: j.Shape.CPUMilli, MemoryMiB: j.Shape.MemoryMiB, Priority: j.Priority, Preemptible: j.Preemptible}
 	if len(j.Shape.Models) > 0 {
 		r.GPUModel = j.Shape.Models[0]
@@ -238,6 +239,7 @@ func overrideFromFlags(cmd *cobra.Command, req *api.JobRequest, fl api.JobReques
 	set("user", func() { req.User = fl.User })
 	set("gpus", func() { req.GPUs = fl.GPUs })
 	set("gpu-milli", func() { req.GPUMilli = fl.GPUMilli })
+	set("mig-profile", func() { req.MIGProfile = fl.MIGProfile })
 	set("topology", func() { req.Topology = fl.Topology })
 	set("gpu-model", func() { req.GPUModel = fl.GPUModel })
 	set("cpu-milli", func() { req.CPUMilli = fl.CPUMilli })

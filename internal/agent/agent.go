@@ -335,7 +335,7 @@ func (a *Agent) report() model.NodeReport {
 	}
 	rep := model.NodeReport{NodeID: a.cfg.NodeID, BootEpoch: a.epoch, BootID: a.bootID, NodeUUID: a.uuid, Previous: a.prev,
 		Pod: a.cfg.Pod, Pool: a.cfg.Pool,
-		Model: a.inv.Model, GPUs: len(a.inv.Devices), GPUUUIDs: a.inv.UUIDs(), Links: a.inv.Links, MIG: a.inv.MIGLayout(),
+		Model: a.inv.Model, GPUs: len(a.inv.Devices), GPUUUIDs: a.inv.UUIDs(), Links: a.inv.Links, MIG: a.inv.MIGLayout(), MIGProfiles: a.inv.MIGProfiles(),
 		CPUMilli: a.cfg.CPUMilli, MemoryMiB: a.cfg.MemoryMiB, Fence: a.fence.Load(),
 		Faults: append([]model.GPUFault(nil), a.faults...)}
 	if rep.CPUMilli == 0 {

@@ -66,7 +66,7 @@ func TestSharesRunOnMIGInstances(t *testing.T) {
 		t.Fatalf("a 500m share on 3g+2g+1g+1g: %+v, want exited 126", got)
 	}
 	b, _ := os.ReadFile(filepath.Join(a.state.allocDir("big"), "stderr.log"))
-	if !strings.Contains(string(b), "3g.30gb 2g.20gb 1g.10gb 1g.10gb") || !strings.Contains(string(b), "at most 428m") {
+	if !strings.Contains(string(b), "3g.40gb 2g.20gb 1g.10gb 1g.10gb") || !strings.Contains(string(b), "at most 428m") {
 		t.Fatalf("stderr does not give the layout and the largest share: %q", b)
 	}
 

@@ -121,6 +121,9 @@ func TestSharesRespectTheMIGLayout(t *testing.T) {
 	if len(node.MIG) != 8 || !slices.Equal(node.MIG[0], []int{428, 285, 142, 142}) {
 		t.Fatalf("the node's MIG layout in the table: %v", node.MIG)
 	}
+	if len(node.MIGProfiles) != 8 || !slices.Equal(node.MIGProfiles[0], []string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}) {
+		t.Fatalf("the node's MIG profiles in the table: %v", node.MIGProfiles)
+	}
 	submit := func(name string, milli int) string {
 		req := api.JobRequest{Name: name, GPUs: 1, GPUMilli: milli, Topology: "node", Command: []string{"/bin/sh", "-c", "env; exec sleep 1000"}}
 		acc, err := f.api.SubmitJob(context.Background(), req, "")
@@ -153,6 +156,24 @@ func TestSharesRespectTheMIGLayout(t *testing.T) {
 		if a.ID == id && a.MIGInstance != 1 {
 			t.Fatalf("the allocation records MIG instance %d, want 1 (the 3g)", a.MIGInstance)
 		}
+	}
+	// A share that names its profile runs on an instance of exactly that
+	// profile, not on the smallest free one that holds it (a 2g for 100m
+	// would be the 1g's; here it asks for the 2g).
+	acc, err := f.api.SubmitJob(context.Background(), api.JobRequest{Name: "prof", GPUs: 1, GPUMilli: 100, MIGProfile: "2g.20gb", Topology: "node",
+		Command: []string{"/bin/sh", "-c", "env; exec sleep 1000"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := f.running(n1, acc.JobID)
+	eventually(t, "the 2g share's environment", func() error {
+		if env = readLog(t, n1, pid, "stdout.log"); !strings.Contains(env, "BERTH_MIG_INSTANCE=") {
+			return fmt.Errorf("no env yet")
+		}
+		return nil
+	})
+	if !strings.Contains(env, "BERTH_MIG_INSTANCE=2g.20gb\n") {
+		t.Fatalf("the share asking for 2g.20gb runs elsewhere:\n%s", env)
 	}
 	top, err := f.api.Topology(context.Background())
 	if err != nil {

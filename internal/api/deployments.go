@@ -8,12 +8,14 @@ import (
 
 // ReplicaShape is one replica's GPUs and topology.
 type ReplicaShape struct {
-	GPUs      int    `json:"gpus"`
-	GPUMilli  int    `json:"gpu_milli,omitempty"` // a share of one GPU (1-999)
-	Topology  string `json:"topology"`
-	GPUModel  string `json:"gpu_model,omitempty"`
-	CPUMilli  int64  `json:"cpu_milli,omitempty"`
-	MemoryMiB int64  `json:"memory_mib,omitempty"`
+	GPUs     int `json:"gpus"`
+	GPUMilli int `json:"gpu_milli,omitempty"` // a share of one GPU (1-999)
+	// MIGProfile, with GPUMilli, asks for a MIG instance of that profile.
+	MIGProfile string `json:"mig_profile,omitempty"`
+	Topology   string `json:"topology"`
+	GPUModel   string `json:"gpu_model,omitempty"`
+	CPUMilli   int64  `json:"cpu_milli,omitempty"`
+	MemoryMiB  int64  `json:"memory_mib,omitempty"`
 }
 
 // DeploymentRequest is POST /v1/deployments.
@@ -83,7 +85,7 @@ func (r *DeploymentRequest) Deployment() (model.Deployment, error) {
 	d := model.Deployment{ID: r.Name, Model: r.Model, Team: r.Team, MinReplicas: r.MinReplicas, MaxReplicas: r.MaxReplicas,
 		Priority: r.Priority, Desired: r.MinReplicas,
 		ReplicaShape: model.Shape{GPUs: r.ReplicaShape.GPUs, Topology: topo, CPUMilli: r.ReplicaShape.CPUMilli, MemoryMiB: r.ReplicaShape.MemoryMiB,
-			GPUMilli: r.ReplicaShape.GPUMilli}}
+			GPUMilli: r.ReplicaShape.GPUMilli, MIGProfile: r.ReplicaShape.MIGProfile}}
 	if r.ReplicaShape.GPUModel != "" {
 		d.ReplicaShape.Models = []string{r.ReplicaShape.GPUModel}
 	}

@@ -44,6 +44,10 @@ func ValidateHeartbeat(h *Heartbeat) error {
 	if err := n.Validate(); err != nil {
 		return Invalid("mig", "%s", err.Error())
 	}
+	n.MIGProfiles = h.MIGProfiles
+	if err := n.Validate(); err != nil {
+		return Invalid("mig_profiles", "%s", err.Error())
+	}
 	for i, f := range h.Faults {
 		if f.GPU < -1 || f.GPU >= h.GPUs {
 			return Invalid("faults", "[%d].gpu: %d is not a GPU of this node (0-%d, or -1 for the node)", i, f.GPU, h.GPUs-1)

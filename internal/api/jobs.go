@@ -20,6 +20,9 @@ type JobRequest struct {
 	// GPUMilli, 1-999, asks for that share of one GPU instead (gpus 1):
 	// placed in the sharing pool, run under MPS with that share.
 	GPUMilli int `json:"gpu_milli,omitempty"`
+	// MIGProfile, with GPUMilli, asks for a MIG instance of exactly that
+	// profile ("3g.40gb").
+	MIGProfile string `json:"mig_profile,omitempty"`
 	// Topology is node, pod or any: a constraint, never a hint.
 	Topology    string             `json:"topology"`
 	GPUModel    string             `json:"gpu_model,omitempty"`
@@ -98,7 +101,8 @@ func (r *JobRequest) Job(id string) (model.Job, error) {
 	}
 	j := model.Job{ID: id, Name: r.Name, Org: r.Org, Team: r.Team, User: r.User, Priority: r.Priority,
 		Preemptible: r.Preemptible, MaxRuntime: maxRun,
-		Shape: model.Shape{GPUs: r.GPUs, Topology: topo, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, GPUMilli: r.GPUMilli}}
+		Shape: model.Shape{GPUs: r.GPUs, Topology: topo, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, GPUMilli: r.GPUMilli,
+			MIGProfile: r.MIGProfile}}
 	if r.GPUModel != "" {
 		j.Shape.Models = []string{r.GPUModel}
 	}
@@ -164,6 +168,8 @@ func jobFieldError(err error) error {
 		e.Field = "checkpoint.bytes"
 	case "shape.gpu_milli", "elastic.gpu_milli":
 		e.Field = "gpu_milli"
+	case "shape.mig_profile":
+		e.Field = "mig_profile"
 	case "elastic.gpus":
 		e.Field = "gpus"
 	case "elastic.topology":

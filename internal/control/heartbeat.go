@@ -104,7 +104,7 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 	if rep.Pool != "" {
 		n.Pool = rep.Pool
 	}
-	n.Links, n.MIG = rep.Links, rep.MIG
+	n.Links, n.MIG, n.MIGProfiles = rep.Links, rep.MIG, rep.MIGProfiles
 	if n.Pod == "" {
 		n.Pod = "default"
 	}

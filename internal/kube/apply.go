@@ -21,6 +21,7 @@ type podBind struct {
 	pod  *corev1.Pod
 	node string
 	gpus model.GPUMask
+	inst int // the MIG instance of a MIG pod (AnnMIGInstance), 0 for none
 }
 
 // split hands a placement's parts to a group's unbound pods, perPod GPUs
@@ -38,7 +39,7 @@ func split(parts []sched.Part, perPod int, pods []*corev1.Pod) ([]podBind, error
 			for _, g := range idx[i : i+perPod] {
 				m |= model.GPUMask(1) << g
 			}
-			out = append(out, podBind{node: pt.Node, gpus: m})
+			out = append(out, podBind{node: pt.Node, gpus: m, inst: pt.MIGInstance})
 		}
 	}
 	if len(out) != len(pods) {
@@ -88,6 +89,9 @@ func (s *Scheduler) applyBind(ctx context.Context, w *world, b *sched.Bind, used
 	}
 	for _, pb := range binds {
 		a := map[string]string{AnnGPUs: formatGPUs(pb.gpus)}
+		if pb.inst > 0 {
+			a[AnnMIGInstance] = fmt.Sprint(pb.inst)
+		}
 		for k, v := range ann {
 			a[k] = v
 		}

@@ -107,24 +107,42 @@ func podRequests(p *corev1.Pod) (int64, int64) {
 }
 
 // nodeOf maps a Node to berth's model; ok is false for a node without
-// GPUs, which berth does not schedule onto.
-func nodeOf(n *corev1.Node, podLabel string) (model.Node, bool) {
+// GPUs, which berth does not schedule onto. A node with MIG instances is
+// in the sharing pool unless its label puts it elsewhere; only there are
+// its instances counted (shares go nowhere else), after its whole GPUs.
+func nodeOf(n *corev1.Node, podLabel, sharing string) (model.Node, bool) {
 	gpus := n.Status.Capacity[ResourceGPU]
-	if gpus.Value() < 1 {
+	g := min(gpus.Value(), model.MaxGPUsPerNode)
+	pool, labelled := n.Labels[LabelPool]
+	var mig [][]int
+	var profiles [][]string
+	if byProfile := nodeMIG(n); len(byProfile) > 0 {
+		if !labelled {
+			pool = sharing
+		}
+		if pool == sharing {
+			mig, profiles = migLayout(byProfile)
+			room := min(len(mig), model.MaxGPUsPerNode-int(g))
+			mig, profiles = mig[:room], profiles[:room]
+		}
+	}
+	if g < 1 && len(mig) == 0 {
 		return model.Node{}, false
 	}
-	g := gpus.Value()
-	if g > model.MaxGPUsPerNode {
-		g = model.MaxGPUsPerNode
+	if len(mig) > 0 {
+		// The whole GPUs come first and have no layout.
+		mig = append(make([][]int, g), mig...)
+		profiles = append(make([][]string, g), profiles...)
+		g = int64(len(mig))
 	}
 	alloc := n.Status.Allocatable
 	if alloc == nil {
 		alloc = n.Status.Capacity
 	}
 	cpu, mem := quantity(alloc, corev1.ResourceCPU), quantity(alloc, corev1.ResourceMemory)
-	m := model.Node{ID: n.Name, Pod: n.Labels[podLabel], Pool: n.Labels[LabelPool],
+	m := model.Node{ID: n.Name, Pod: n.Labels[podLabel], Pool: pool,
 		Model: n.Labels[LabelGPUProduct], GPUs: int(g), CPUMilli: cpu.MilliValue(), MemoryMiB: mem.Value() >> 20,
-		Health: model.HealthHealthy, Draining: n.Spec.Unschedulable}
+		Health: model.HealthHealthy, Draining: n.Spec.Unschedulable, MIG: mig, MIGProfiles: profiles}
 	if m.Pod == "" {
 		m.Pod = "default"
 	}

@@ -48,6 +48,9 @@ type group struct {
 	perPod int           // GPUs each pod asks for
 	// missing is set for a pod group not all of whose pods exist yet.
 	missing string
+	// profile is the MIG profile each pod asks for one instance of, ""
+	// for whole GPUs; perPod is then 1 (the GPU the instance is on).
+	profile string
 }
 
 // unbound is the group's pods not yet on a node, by name.
@@ -95,16 +98,27 @@ func ownerOf(p *corev1.Pod) (model.OwnerKind, string, error) {
 func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel string, kept keptState, cfg sched.Config) *world {
 	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}, members: map[string][]*corev1.Pod{}}
 	s := &w.state
-	size := map[string]int{}
+	size := map[string]int{} // a node's whole GPUs (its MIG GPUs come after)
 	for _, node := range nodes {
-		if n, ok := nodeOf(node, podLabel); ok {
+		if n, ok := nodeOf(node, podLabel, cfg.Pools.SharingPool()); ok {
 			s.Nodes = append(s.Nodes, n)
-			size[n.ID] = n.GPUs
 		}
 	}
 	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.ID, b.ID) })
+	byID := map[string]*model.Node{}
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		byID[n.ID] = n
+		size[n.ID] = n.GPUs
+		for g := range n.GPUs {
+			if n.Partitioned(g) {
+				size[n.ID] = g
+				break
+			}
+		}
+	}
 	used := map[string]model.GPUMask{}
-	var unmasked, mine []*corev1.Pod
+	var unmasked, mine, migPods []*corev1.Pod
 	masks := map[string]model.GPUMask{}
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -115,7 +129,16 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel stri
 		if ours {
 			w.addWork(p)
 		}
-		if p.Spec.NodeName == "" || podGPUs(p) == 0 || size[p.Spec.NodeName] == 0 {
+		if p.Spec.NodeName == "" || byID[p.Spec.NodeName] == nil {
+			continue
+		}
+		if prof, err := podMIG(p); prof != "" || err != nil {
+			if prof != "" {
+				migPods = append(migPods, p)
+			}
+			continue
+		}
+		if podGPUs(p) == 0 || size[p.Spec.NodeName] == 0 {
 			continue
 		}
 		m, err := parseGPUs(p.Annotations[AnnGPUs], size[p.Spec.NodeName])
@@ -142,6 +165,7 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel stri
 		used[n] |= m
 		s.Allocations = append(s.Allocations, allocationOf(p, m))
 	}
+	w.addMIGPods(migPods, byID, schedulerName)
 	slices.SortFunc(s.Allocations, func(a, b model.Allocation) int { return strings.Compare(a.ID, b.ID) })
 	w.buildWork()
 	s.Reservations = kept.Reservations
@@ -220,11 +244,50 @@ func allocationOf(p *corev1.Pod, m model.GPUMask) model.Allocation {
 	return a
 }
 
+// addMIGPods makes the bound MIG pods allocations, each of its profile's
+// slot on its node: first the pods berth bound, on the slots their
+// annotations name, then the others on the first free slots.
+func (w *world) addMIGPods(pods []*corev1.Pod, nodes map[string]*model.Node, schedulerName string) {
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		ra, rb := a.Spec.SchedulerName == schedulerName && a.Annotations[AnnMIGInstance] != "", b.Spec.SchedulerName == schedulerName && b.Annotations[AnnMIGInstance] != ""
+		if ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(key(a), key(b))
+	})
+	taken := map[string]map[[2]int]bool{}
+	for _, p := range pods {
+		n := nodes[p.Spec.NodeName]
+		prof, _ := podMIG(p)
+		if taken[n.ID] == nil {
+			taken[n.ID] = map[[2]int]bool{}
+		}
+		g, inst, ok := migSlot(n, p, prof, taken[n.ID])
+		if !ok {
+			continue
+		}
+		taken[n.ID][[2]int{g, inst}] = true
+		a := allocationOf(p, model.MaskOf(g))
+		if p.Spec.SchedulerName != schedulerName {
+			a.OwnerKind, a.OwnerID, a.Preemptible = model.OwnerTraining, "pod:"+key(p), false
+		}
+		a.GPUMilli, a.MIGInstance = migShape(prof).GPUMilli, inst
+		w.state.Allocations = append(w.state.Allocations, a)
+	}
+}
+
 // addWork files a berth pod under its owner.
 func (w *world) addWork(p *corev1.Pod) {
 	kind, owner, err := ownerOf(p)
-	if err == nil && podGPUs(p) < 1 {
-		err = fmt.Errorf("resources: the pod asks for no %s; berth schedules GPU pods only", ResourceGPU)
+	prof, perr := podMIG(p)
+	if err == nil {
+		err = perr
+	}
+	if err == nil && prof == "" && podGPUs(p) < 1 {
+		err = fmt.Errorf("resources: the pod asks for no %s and no %s<profile>; berth schedules GPU pods only", ResourceGPU, ResourceMIGPrefix)
 	}
 	if err != nil {
 		w.invalid[key(p)] = err.Error()
@@ -232,10 +295,19 @@ func (w *world) addWork(p *corev1.Pod) {
 	}
 	g := w.groups[owner]
 	if g == nil {
-		g = &group{id: owner, kind: kind}
+		g = &group{id: owner, kind: kind, profile: prof}
 		w.groups[owner] = g
 	}
 	g.pods = append(g.pods, p)
+}
+
+// ask is what a pod asks for, as a group compares its pods: whole GPUs,
+// or one instance of a MIG profile.
+func ask(p *corev1.Pod) string {
+	if prof, _ := podMIG(p); prof != "" {
+		return "one " + ResourceMIGPrefix + prof
+	}
+	return fmt.Sprintf("%d GPUs", podGPUs(p))
 }
 
 // buildWork turns groups into jobs and deployments. A group whose pods
@@ -267,15 +339,15 @@ func (w *world) buildWork() {
 
 func (w *world) addJob(g *group) error {
 	first := g.pods[0]
-	g.perPod = int(podGPUs(first))
+	g.perPod = max(int(podGPUs(first)), 1)
 	j := &model.Job{ID: g.id, Name: first.Annotations[AnnGroup], State: model.JobPending,
 		SubmittedAt: first.CreationTimestamp.Time}
 	if j.Name == "" {
 		j.Name = first.Name
 	}
 	for _, p := range g.pods {
-		if n := int(podGPUs(p)); n != g.perPod {
-			return fmt.Errorf("group %s: pod %s asks for %d GPUs and %s for %d: every pod of a group must ask for the same", g.id, first.Name, g.perPod, p.Name, n)
+		if ask(p) != ask(first) {
+			return fmt.Errorf("group %s: pod %s asks for %s and %s for %s: every pod of a group must ask for the same", g.id, first.Name, ask(first), p.Name, ask(p))
 		}
 		if p.CreationTimestamp.Time.Before(j.SubmittedAt) {
 			j.SubmittedAt = p.CreationTimestamp.Time
@@ -317,6 +389,13 @@ func (w *world) addJob(g *group) error {
 	// A pod's GPUs are on one node: the core hands out parts in whole
 	// pods' worth.
 	j.Shape.GPUs, j.Shape.Topology, j.Shape.Worker = g.perPod*want, top, g.perPod
+	if g.profile != "" {
+		if want > 1 {
+			return fmt.Errorf("group %s: %d pods asking for %s%s: berth places MIG pods one at a time, not as a pod group", g.id, want, ResourceMIGPrefix, g.profile)
+		}
+		sh := migShape(g.profile)
+		j.Shape.GPUs, j.Shape.Topology, j.Shape.Worker, j.Shape.GPUMilli, j.Shape.MIGProfile = sh.GPUs, sh.Topology, 0, sh.GPUMilli, sh.MIGProfile
+	}
 	if m := first.Labels[LabelGPUProduct]; m != "" {
 		j.Shape.Models = []string{m}
 	}
@@ -348,9 +427,12 @@ func (w *world) addJob(g *group) error {
 
 func (w *world) addDeployment(g *group) error {
 	first := g.pods[0]
-	g.perPod = int(podGPUs(first))
+	g.perPod = max(int(podGPUs(first)), 1)
 	d := model.Deployment{ID: g.id, Desired: len(g.pods), MaxReplicas: len(g.pods),
 		ReplicaShape: model.Shape{GPUs: g.perPod, Topology: model.TopologyNode}, CreatedAt: first.CreationTimestamp.Time}
+	if g.profile != "" {
+		d.ReplicaShape = migShape(g.profile)
+	}
 	d.ReplicaShape.CPUMilli, d.ReplicaShape.MemoryMiB = podRequests(first)
 	if m := first.Labels[LabelGPUProduct]; m != "" {
 		d.ReplicaShape.Models = []string{m}
@@ -364,8 +446,8 @@ func (w *world) addDeployment(g *group) error {
 		return err
 	}
 	for _, p := range g.pods {
-		if n := int(podGPUs(p)); n != g.perPod {
-			return fmt.Errorf("deployment %s: replicas %s and %s ask for %d and %d GPUs: every replica must ask for the same", g.id, first.Name, p.Name, g.perPod, n)
+		if ask(p) != ask(first) {
+			return fmt.Errorf("deployment %s: replicas %s and %s ask for %s and %s: every replica must ask for the same", g.id, first.Name, p.Name, ask(first), ask(p))
 		}
 	}
 	if err := d.Validate(); err != nil {

@@ -53,6 +53,21 @@ type Node struct {
 	// such a GPU runs alone on one instance, so it fits only where a free
 	// instance holds it. The agent reports it.
 	MIG [][]int `json:"mig,omitempty"`
+	// MIGProfiles names each instance of MIG ("3g.40gb"), in the same
+	// order; empty when the node does not say. A share that asks for a
+	// profile (Shape.MIGProfile) fits only an instance of that name:
+	// Kubernetes' device plugin hands out MIG devices by profile, and a
+	// 4g instance does not serve a pod that asked for a 3g one.
+	MIGProfiles [][]string `json:"mig_profiles,omitempty"`
+}
+
+// MIGProfile is the profile of instance k (from 0) of GPU g, "" when the
+// node names none.
+func (n *Node) MIGProfile(g, k int) string {
+	if g < len(n.MIGProfiles) && k < len(n.MIGProfiles[g]) {
+		return n.MIGProfiles[g][k]
+	}
+	return ""
 }
 
 // Partitioned reports whether GPU g is in MIG mode with instances.
@@ -90,6 +105,11 @@ func (n *Node) Validate() error {
 	}
 	if err := validateMIG(n.MIG, n.GPUs); err != nil {
 		return fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	for g, names := range n.MIGProfiles {
+		if len(names) > 0 && (g >= len(n.MIG) || len(names) != len(n.MIG[g])) {
+			return fmt.Errorf("node %s: mig_profiles: [%d]: %d names for the GPU's %d MIG instances: expected one per instance", n.ID, g, len(names), len(n.MIG[min(g, len(n.MIG)-1)]))
+		}
 	}
 	return nil
 }

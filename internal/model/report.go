@@ -24,6 +24,8 @@ type NodeReport struct {
 	Links    *LinkMatrix `json:"links,omitempty"`
 	// MIG is the MIG layout per GPU, as Node.MIG has it.
 	MIG [][]int `json:"mig,omitempty"`
+	// MIGProfiles names MIG's instances, as Node.MIGProfiles has it.
+	MIGProfiles [][]string `json:"mig_profiles,omitempty"`
 	// Faults are GPU faults seen since the last accepted report.
 	Faults      []GPUFault    `json:"faults,omitempty"`
 	Allocations []ActualAlloc `json:"allocations,omitempty"`

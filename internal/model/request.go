@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,11 @@ type Shape struct {
 	// GPUMilli, 1-999, asks for that share of one GPU (GPUs is then 1),
 	// placed only in the sharing pool; 0 means whole GPUs.
 	GPUMilli int `json:"gpu_milli,omitempty"`
+	// MIGProfile, with GPUMilli, asks for a MIG instance of exactly this
+	// profile ("3g.40gb"), as a Kubernetes pod asking for
+	// nvidia.com/mig-3g.40gb does; empty takes the smallest free instance
+	// that holds GPUMilli, whatever its name.
+	MIGProfile string `json:"mig_profile,omitempty"`
 	// Worker is how many GPUs each of the job's processes needs on one
 	// node: every part of a placement is a multiple of it. A Kubernetes
 	// pod sits on one node, so a group of 2-GPU pods must get its GPUs in
@@ -85,6 +91,10 @@ func (s *Shape) Validate(prefix string) error {
 		return fmt.Errorf("%sgpu_milli: a share of a GPU is a share of one: gpus must be 1, not %d", prefix, s.GPUs)
 	case s.GPUMilli > 0 && s.Topology != TopologyNode:
 		return fmt.Errorf("%stopology: a share of one GPU is placed on one node: expected node, not %s", prefix, s.Topology)
+	case s.MIGProfile != "" && s.GPUMilli == 0:
+		return fmt.Errorf("%smig_profile: %q: a MIG instance is a share of one GPU: gpu_milli must say its size (a 3g of 7 slices is 428)", prefix, s.MIGProfile)
+	case len(s.MIGProfile) > 32 || strings.ContainsAny(s.MIGProfile, " \t\n,"):
+		return fmt.Errorf("%smig_profile: %q: expected a profile name such as 3g.40gb", prefix, s.MIGProfile)
 	}
 	return nil
 }

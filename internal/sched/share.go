@@ -49,6 +49,9 @@ type ShareRequest struct {
 	GPUs      int
 	GPUMilli  int // < 1000: a fraction of one GPU
 	Models    []string
+	// Profile, when set, is the MIG profile the share must run on: only
+	// a free instance of that name holds it (model.Shape.MIGProfile).
+	Profile string
 	// Count is how many requests of this shape this stands for (a
 	// deployment's replicas); 0 is one.
 	Count int
@@ -72,19 +75,33 @@ type ShareNode struct {
 	// smallest first) of the partitioned ones, nil for the others: a
 	// share takes a whole instance, the smallest that holds it.
 	MIG [][]int
+	// MIGProfiles names MIG's instances, in the same order, where the
+	// node names them.
+	MIGProfiles [][]string
+}
+
+// hasProfile reports whether GPU g has a free MIG instance of profile p.
+func (n ShareNode) hasProfile(g int, p string) bool {
+	return g < len(n.MIGProfiles) && slices.Contains(n.MIGProfiles[g], p)
+}
+
+// holds reports whether GPU g can take share r: enough free milli and,
+// for a share that names a MIG profile, a free instance of it.
+func (n ShareNode) holds(g int, r ShareRequest) bool {
+	return n.Free[g] >= r.GPUMilli && (r.Profile == "" || n.hasProfile(g, r.Profile))
 }
 
 // partitioned reports whether GPU g is MIG-partitioned.
 func (n ShareNode) partitioned(g int) bool { return g < len(n.MIG) && n.MIG[g] != nil }
 
-// afterShare is GPU g's Free once a share of milli is placed on it.
-func (n ShareNode) afterShare(g, milli int) int {
+// afterShare is GPU g's Free once share r is placed on it.
+func (n ShareNode) afterShare(g int, r ShareRequest) int {
 	if !n.partitioned(g) {
-		return n.Free[g] - milli
+		return n.Free[g] - r.GPUMilli
 	}
 	largest, taken := 0, false
-	for _, m := range n.MIG[g] { // smallest first: the first that holds it is taken
-		if !taken && m >= milli {
+	for k, m := range n.MIG[g] { // smallest first: the first that holds it is taken
+		if !taken && m >= r.GPUMilli && (r.Profile == "" || n.MIGProfiles[g][k] == r.Profile) {
 			taken = true
 			continue
 		}
@@ -196,8 +213,8 @@ func ShareFits(n ShareNode, r ShareRequest) bool {
 		return false
 	}
 	if r.Fraction() {
-		for _, f := range n.Free {
-			if f >= r.GPUMilli {
+		for g := range n.Free {
+			if n.holds(g, r) {
 				return true
 			}
 		}
@@ -253,7 +270,7 @@ func (p *SharePlacer) ScoreFrom(n ShareNode, r ShareRequest, before float64) (fl
 	var tried [64]int // the cost depends on the free values, not on which GPU: try each value once
 	ntried := 0
 	for g, f := range n.Free {
-		if f < r.GPUMilli {
+		if !n.holds(g, r) {
 			continue
 		}
 		if !n.partitioned(g) {
@@ -264,7 +281,7 @@ func (p *SharePlacer) ScoreFrom(n ShareNode, r ShareRequest, before float64) (fl
 			ntried++
 		}
 		copy(after.Free, n.Free)
-		after.Free[g] = n.afterShare(g, r.GPUMilli)
+		after.Free[g] = n.afterShare(g, r)
 		sc := before - p.Cost(after) - valueWeight*p.value.spent(f, f-after.Free[g])
 		if bestGPU < 0 || sc > best || sc == best && f < n.Free[bestGPU] {
 			best, bestGPU = sc, g

@@ -44,9 +44,12 @@ func (ix *Index) addShare(i int, mask model.GPUMask, milli, inst int) {
 // migShare is a share on a MIG-partitioned GPU and the instance it holds.
 type migShare struct{ milli, inst int }
 
-// migInstance is one of a GPU's MIG instances: its milli and its number
-// (from 1) in the node's layout.
-type migInstance struct{ milli, num int }
+// migInstance is one of a GPU's MIG instances: its milli, its number
+// (from 1) in the node's layout, and its profile where the node names it.
+type migInstance struct {
+	milli, num int
+	prof       string
+}
 
 // migFreeInstances lists the free MIG instances of GPU g on node i,
 // smallest first. A share holds the instance its allocation names; the
@@ -56,10 +59,11 @@ type migInstance struct{ milli, num int }
 // instance left that holds it, and if none does the largest, so as not
 // to promise what is not there.
 func (ix *Index) migFreeInstances(i, g int) []migInstance {
-	layout := ix.nodes[i].node.MIG[g]
+	node := ix.nodes[i].node
+	layout := node.MIG[g]
 	free := make([]migInstance, len(layout))
 	for k, m := range layout {
-		free[k] = migInstance{m, k + 1}
+		free[k] = migInstance{m, k + 1, node.MIGProfile(g, k)}
 	}
 	slices.SortStableFunc(free, func(a, b migInstance) int { return a.milli - b.milli })
 	var loose []int
@@ -93,13 +97,14 @@ func (ix *Index) migFree(i, g int) []int {
 }
 
 // migPick is the instance a share of milli takes on GPU g of node i: the
-// smallest free one that holds it (0 when the GPU is not partitioned).
-func (ix *Index) migPick(i, g, milli int) int {
+// smallest free one that holds it, of profile prof when that is set (0
+// when the GPU is not partitioned).
+func (ix *Index) migPick(i, g, milli int, prof string) int {
 	if !ix.nodes[i].node.Partitioned(g) {
 		return 0
 	}
 	for _, m := range ix.migFreeInstances(i, g) {
-		if m.milli >= milli {
+		if m.milli >= milli && (prof == "" || m.prof == prof) {
 			return m.num
 		}
 	}
@@ -187,20 +192,24 @@ func (ix *Index) shareNode(i int, buf []int) ShareNode {
 	ns := &ix.nodes[i]
 	free := buf[:ns.node.GPUs]
 	var mig [][]int
+	var profs [][]string
 	for g := range free {
 		free[g] = ix.freeMilli(i, model.GPUMask(1)<<uint(g))
 		if ns.node.Partitioned(g) {
 			if mig == nil {
 				mig = make([][]int, ns.node.GPUs)
+				profs = make([][]string, ns.node.GPUs)
 			}
+			mig[g], profs[g] = []int{}, []string{}
 			if free[g] > 0 {
-				mig[g] = ix.migFree(i, g)
-			} else {
-				mig[g] = []int{}
+				for _, m := range ix.migFreeInstances(i, g) {
+					mig[g] = append(mig[g], m.milli)
+					profs[g] = append(profs[g], m.prof)
+				}
 			}
 		}
 	}
-	return ShareNode{Model: ns.node.Model, CPUFree: ns.cpu, MemFree: ns.mem, Free: free, MIG: mig}
+	return ShareNode{Model: ns.node.Model, CPUFree: ns.cpu, MemFree: ns.mem, Free: free, MIG: mig, MIGProfiles: profs}
 }
 
 // bestShareNode scores, with the pool's share placer (the reserve for
@@ -239,8 +248,10 @@ func (ix *Index) bestShareNode(pool string, r ShareRequest, candidate func(i int
 // share placer (SharePlacer) picks the node and the GPU.
 func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (Placement, *Reason) {
 	pool := pools.SharingPool()
-	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: 1, GPUMilli: req.GPUMilli, Models: req.Models}
+	sreq := ShareRequest{CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB, GPUs: 1, GPUMilli: req.GPUMilli, Models: req.Models,
+		Profile: req.MIGProfile}
 	members, most, mostAt, mostMIG := 0, 0, "", false
+	profiles, profilesFree := 0, 0 // instances of the profile asked for, and free ones with the cpu and memory
 	best, bestGPU := ix.bestShareNode(pool, sreq, func(i int, n ShareNode) bool {
 		if opts.exclude[i] {
 			return false
@@ -254,12 +265,27 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 				most, mostAt, mostMIG = f, fmt.Sprintf("%s GPU %d", ix.nodes[i].node.ID, g), n.partitioned(g)
 			}
 		}
+		if sreq.Profile != "" {
+			profiles += ix.profileCount(i, sreq.Profile)
+			if n.CPUFree >= sreq.CPUMilli && n.MemFree >= sreq.MemoryMiB {
+				for g := range n.Free {
+					if n.hasProfile(g, sreq.Profile) {
+						profilesFree++
+					}
+				}
+			}
+		}
 		return ShareFits(n, sreq)
 	})
 	if best < 0 {
 		if members == 0 {
 			return Placement{}, &Reason{Code: ReasonUnschedulable, Constraint: "pool",
 				Message: fmt.Sprintf("needs %d milli of one GPU in the sharing pool %q, which has no schedulable node (agents join it with --pool %s)", req.GPUMilli, pool, pool)}
+		}
+		if sreq.Profile != "" {
+			return Placement{}, &Reason{Code: ReasonUnschedulable, Constraint: "mig_profile",
+				Message: fmt.Sprintf("needs a free MIG instance of profile %s in the sharing pool %q; it has %d of them, %d free with the cpu and memory asked",
+					sreq.Profile, pool, profiles, profilesFree)}
 		}
 		where := at(mostAt)
 		if mostMIG {
@@ -270,10 +296,24 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 				req.GPUMilli, pool, most, where)}
 	}
 	mask := model.GPUMask(1) << uint(bestGPU)
-	inst := ix.migPick(best, bestGPU, req.GPUMilli)
+	inst := ix.migPick(best, bestGPU, req.GPUMilli, req.MIGProfile)
 	ix.assignShare(best, mask, req.GPUMilli, inst, req.CPUMilli, req.MemoryMiB)
 	return Placement{Pool: pool, Parts: []Part{{Node: ix.nodes[best].node.ID, GPUs: mask, GPUMilli: req.GPUMilli, MIGInstance: inst,
 		CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB}}}, nil
+}
+
+// profileCount is how many MIG instances of profile p node i has, free
+// or not.
+func (ix *Index) profileCount(i int, p string) int {
+	n := 0
+	for _, names := range ix.nodes[i].node.MIGProfiles {
+		for _, name := range names {
+			if name == p {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // placeSharing puts a whole-GPU request routed to the sharing pool (as

@@ -95,6 +95,7 @@ func TestBadInput(t *testing.T) {
 		{"heartbeat links with an empty row", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":2,"links":{"links":[[0,1],[]]}}`, "links", ""},
 		{"heartbeat mig beyond the gpus", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428],[428]]}`, "mig", "2 GPUs listed"},
 		{"heartbeat mig over one gpu", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428,428,428]]}`, "mig", "more than one GPU"},
+		{"heartbeat mig_profiles not one per instance", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428,428]],"mig_profiles":[["3g.40gb"]]}`, "mig_profiles", "one per instance"},
 		{"heartbeat mig instance size", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[0]]}`, "mig", "between 1 and 1000"},
 		{"token unknown field", "POST", "/v1/tokens", `{"role":"admin","scope":"x"}`, "scope", ""},
 
@@ -111,6 +112,9 @@ func TestBadInput(t *testing.T) {
 		{"gpu_milli 1000", "POST", "/v1/jobs", job(`"gpus":1,"topology":"node","gpu_milli":1000`), "gpu_milli", ""},
 		{"gpu_milli negative", "POST", "/v1/jobs", job(`"gpus":1,"topology":"node","gpu_milli":-5`), "gpu_milli", ""},
 		{"gpu_milli over two gpus", "POST", "/v1/jobs", job(`"gpus":2,"topology":"node","gpu_milli":500`), "gpu_milli", ""},
+		{"mig_profile without gpu_milli", "POST", "/v1/jobs", job(`"gpus":1,"topology":"node","mig_profile":"3g.40gb"`), "mig_profile", "gpu_milli must say its size"},
+		{"mig_profile with a comma", "POST", "/v1/jobs", job(`"gpus":1,"topology":"node","gpu_milli":428,"mig_profile":"3g,40gb"`), "mig_profile", "such as 3g.40gb"},
+		{"replica mig_profile without gpu_milli", "POST", "/v1/deployments", dep(`"replica_shape":{"gpus":1,"topology":"node","mig_profile":"1g.10gb"},"max_replicas":1`), "replica_shape.mig_profile", "gpu_milli must say its size"},
 		{"checkpoint bytes past 1 PiB", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","checkpoint":{"path":"/ck","bytes":4611686018427387904}`), "checkpoint.bytes", "1 PiB"},
 		{"checkpoint bytes negative", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","checkpoint":{"path":"/ck","bytes":-1}`), "checkpoint.bytes", ""},
 		{"priority far below", "POST", "/v1/jobs", job(`"gpus":1,"topology":"any","priority":-2000000`), "priority", ""},

@@ -147,7 +147,7 @@ func (f *Fake) Inventory() (Inventory, error) {
 		inv.Devices[i] = Device{Index: i, UUID: fmt.Sprintf("GPU-%s%08x-fake-%04d", f.cfg.UUIDPrefix, n, i), MemoryMiB: f.cfg.MemoryMiB}
 		for k, slices := range f.cfg.MIG[i] {
 			inv.Devices[i].MIG = append(inv.Devices[i].MIG, MIGInstance{UUID: fmt.Sprintf("MIG-%s%04d-fake-%d", f.cfg.UUIDPrefix, i, k),
-				Slices: slices, MemoryMiB: f.cfg.MemoryMiB * int64(slices) / 8}) // 7 slices share 8 memory parts
+				Slices: slices, MemoryMiB: f.cfg.MemoryMiB * memoryParts(slices) / 8})
 		}
 		inv.Links.Links[i] = make([]int, n)
 		for j := range n {
@@ -256,4 +256,17 @@ func ParseMIGLayout(spec string) (map[int][]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// memoryParts is a MIG instance's eighths of its GPU's memory, as the
+// real profiles have them: 7 compute slices share 8 memory parts, and a
+// 3g gets 4 (3g.40gb on an 80 GB GPU), a 7g all 8.
+func memoryParts(slices int) int64 {
+	switch {
+	case slices == 3:
+		return 4
+	case slices > 4:
+		return 8
+	}
+	return int64(slices)
 }

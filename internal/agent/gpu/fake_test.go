@@ -365,6 +365,14 @@ func TestFakeMIG(t *testing.T) {
 	if want := [][]int{{428, 285, 142, 142}, nil, {1000}}; !cmp.Equal(got, want) {
 		t.Fatalf("instances in milli %v, want %v", got, want)
 	}
+	// What the heartbeat carries: milli and profile per instance, in one
+	// order, up to the last partitioned GPU.
+	if want := [][]int{{428, 285, 142, 142}, nil, {1000}}; !cmp.Equal(inv.MIGLayout(), want) {
+		t.Fatalf("MIGLayout %v, want %v", inv.MIGLayout(), want)
+	}
+	if got, want := inv.MIGProfiles(), [][]string{{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}, nil, {"7g.80gb"}}; !cmp.Equal(got, want) {
+		t.Fatalf("MIGProfiles %v, want %v", got, want)
+	}
 	for spec, field := range map[string]string{"0=8": "1 to 7", "0=4,4": "8 slices", "5=1": "GPU 5", "x=1": "expected GPU=SLICES", "0=a": "slice count", "0=1;0=2": "twice", "0=0": "1 to 7"} {
 		l, err := ParseMIGLayout(spec)
 		if err == nil {

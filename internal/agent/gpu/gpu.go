@@ -59,8 +59,15 @@ func (inv Inventory) UUIDs() []string {
 // MIGLayout is the node's MIG layout as the scheduler takes it
 // (model.Node.MIG): per GPU, each instance's milli; nil when no GPU is
 // partitioned.
-func (inv Inventory) MIGLayout() [][]int {
-	var out [][]int
+func (inv Inventory) MIGLayout() [][]int { return perInstance(inv, MIGInstance.Milli) }
+
+// MIGProfiles names MIGLayout's instances ("3g.40gb"), in its order.
+func (inv Inventory) MIGProfiles() [][]string { return perInstance(inv, MIGInstance.Profile) }
+
+// perInstance is f of each MIG instance, per GPU, up to the last
+// partitioned GPU.
+func perInstance[T any](inv Inventory, f func(MIGInstance) T) [][]T {
+	var out [][]T
 	for i, d := range inv.Devices {
 		if len(d.MIG) == 0 {
 			continue
@@ -69,7 +76,7 @@ func (inv Inventory) MIGLayout() [][]int {
 			out = append(out, nil)
 		}
 		for _, m := range d.MIG {
-			out[i] = append(out[i], m.Milli())
+			out[i] = append(out[i], f(m))
 		}
 	}
 	return out
