@@ -33,7 +33,9 @@ its work; a node's GPUs are its nvidia.com/gpu capacity, its leaf switch the
 --pod-label label. Annotations (berth.dev/group, group-size, topology,
 priority, preemptible, checkpoint, checkpoint-bytes) make pod groups,
 topology constraints and preemptible training; pods owned by a ReplicaSet
-are inference replicas and never preempted. See docs/kubernetes.md.
+are inference replicas and never preempted. A namespace is a team, its
+Namespace's berth.dev/org label its org; --config's quotas section is the
+quota tree over them. See docs/kubernetes.md.
 
 Replicas elect a leader with a Lease in --namespace; every bind is fenced
 on the pod, so a deposed leader's bind fails. It reads ~/.kube/config (or
@@ -46,7 +48,10 @@ on the pod, so a deposed leader's bind fails. It reads ~/.kube/config (or
 				if err := control.LoadFile(configFile, &cc); err != nil {
 					return err
 				}
-				cfg.Sched = cc.Sched
+				if err := kube.CheckQuotas(cc.Quotas); err != nil {
+					return fmt.Errorf("%s: %w", configFile, err)
+				}
+				cfg.Sched, cfg.Quotas = cc.Sched, cc.Quotas
 			}
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
 			rules.ExplicitPath = kubeconfig

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -224,5 +226,31 @@ func TestUnknownSubcommandsFail(t *testing.T) {
 	}
 	if out, err := run(t, "job"); err != nil || !strings.Contains(out, "Usage:") {
 		t.Errorf("berth job: %v %q: want its help", err, out)
+	}
+}
+
+// TestConfigQuotasPerMode: a config file's quotas are berth kube's quota
+// tree, refused by the server (whose quotas are in its table) and, in
+// kube, refused for a scope that names a user; both before either
+// connects to anything.
+func TestConfigQuotasPerMode(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	team := write("team.yaml", "quotas:\n  - scope: ml/nlp\n    guaranteed_gpus: 8\n")
+	user := write("user.yaml", "quotas:\n  - scope: ml/nlp/alice\n    guaranteed_gpus: 8\n")
+	for args, want := range map[string]string{
+		"server --config " + team: "PUT /v1/quotas",
+		"kube --config " + user:   "quotas[0].scope",
+	} {
+		_, err := run(t, strings.Fields(args)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one with %q", args, err, want)
+		}
 	}
 }

@@ -57,6 +57,9 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 				if err := control.LoadFile(configFile, &cfg.Control); err != nil {
 					return err
 				}
+				if len(cfg.Control.Quotas) > 0 {
+					return fmt.Errorf("%s: quotas: the server keeps quotas in its table: set them with PUT /v1/quotas/{scope} (berth kube reads them from this file)", configFile)
+				}
 				// A flag given on the command line wins over the file.
 				for flag, set := range map[string]func(){
 					"heartbeat-interval": func() { cfg.Control.HeartbeatInterval = heartbeat },

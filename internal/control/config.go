@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/sched"
 )
 
@@ -42,9 +43,12 @@ type Config struct {
 	// HistoryEvery is how often the dashboard's fleet sample is taken
 	// (default 30 s), HistoryKeep how long samples are kept (default 6 h).
 	HistoryEvery, HistoryKeep time.Duration
-	Clock                     func() time.Time
-	Logger                    *slog.Logger
-	Metrics                   Observer
+	// Quotas are a config file's quotas: `berth kube`'s quota tree. The
+	// server's are in its table, and it refuses a file that has any.
+	Quotas  []model.Quota
+	Clock   func() time.Time
+	Logger  *slog.Logger
+	Metrics Observer
 }
 
 // Observer receives what the loop measures; the server wires it to

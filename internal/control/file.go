@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/sched"
 )
 
@@ -20,6 +21,16 @@ import (
 type File struct {
 	Scheduler sched.Config `yaml:"scheduler"`
 	Control   controlFile  `yaml:"control"`
+	// Quotas is `berth kube`'s quota tree (docs/kubernetes.md); the
+	// server keeps its quotas in its table (PUT /v1/quotas) and refuses
+	// them here.
+	Quotas []quotaFile `yaml:"quotas"`
+}
+
+type quotaFile struct {
+	Scope          string `yaml:"scope"`
+	GuaranteedGPUs int    `yaml:"guaranteed_gpus"`
+	MaxGPUs        int    `yaml:"max_gpus"`
 }
 
 type controlFile struct {
@@ -48,6 +59,14 @@ func LoadFile(path string, cfg *Config) error {
 	if err := f.Scheduler.Validate(); err != nil {
 		return fmt.Errorf("%s: scheduler.%w", path, err)
 	}
+	var quotas []model.Quota
+	for i, q := range f.Quotas {
+		mq := model.Quota{Scope: q.Scope, GuaranteedGPUs: q.GuaranteedGPUs, MaxGPUs: q.MaxGPUs}
+		if err := mq.Validate(); err != nil {
+			return fmt.Errorf("%s: quotas[%d].%w", path, i, err)
+		}
+		quotas = append(quotas, mq)
+	}
 	c := f.Control
 	for _, d := range []struct {
 		key string
@@ -75,6 +94,7 @@ func LoadFile(path string, cfg *Config) error {
 		return fmt.Errorf("%s: control.%w", path, err)
 	}
 	cfg.Sched = f.Scheduler
+	cfg.Quotas = quotas
 	set(&cfg.HeartbeatInterval, c.HeartbeatInterval)
 	set(&cfg.SuspectAfter, c.SuspectAfter)
 	set(&cfg.LostAfter, c.LostAfter)

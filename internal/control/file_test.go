@@ -73,6 +73,8 @@ func TestLoadFileNamesTheKey(t *testing.T) {
 		{"frag target", "scheduler:\n  frag_target: 99\n", "scheduler.frag_target"},
 		{"negative hold size", "scheduler:\n  hold_min_gpus: -8\n", "scheduler.hold_min_gpus"},
 		{"lost before two beats", "control:\n  heartbeat_interval: 5s\n  lost_after: 6s\n", "control.lost_after"},
+		{"quota max under guarantee", "quotas:\n  - scope: ml\n    guaranteed_gpus: 8\n    max_gpus: 4\n", "quotas[0].max_gpus"},
+		{"quota key typo", "quotas:\n  - scope: ml\n    guarantee_gpus: 8\n", "guarantee_gpus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{}

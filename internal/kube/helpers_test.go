@@ -118,7 +118,7 @@ func (e *env) pod(name string, gpus int, opts ...podOpt) *corev1.Pod {
 	for _, o := range opts {
 		o(p)
 	}
-	p, err := kc.cs.CoreV1().Pods(e.ns).Create(e.ctx, p, metav1.CreateOptions{})
+	p, err := kc.cs.CoreV1().Pods(p.Namespace).Create(e.ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -166,14 +166,7 @@ func (e *env) boundTo(name string) (string, string) {
 }
 
 // condition is the pod's PodScheduled=False message.
-func (e *env) condition(name string) string {
-	for _, c := range e.get(name).Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return c.Message
-		}
-	}
-	return ""
-}
+func (e *env) condition(name string) string { return conditionOf(e.get(name)) }
 
 // events are the reasons and messages of the Events about a pod.
 func (e *env) events(name string) []string {

@@ -29,8 +29,11 @@ type Config struct {
 	// StateName names the state ConfigMap and the Lease; default "berth-scheduler".
 	StateName string
 	Sched     sched.Config
-	Clock     func() time.Time
-	Logger    *slog.Logger
+	// Quotas is the quota tree over orgs and namespaces (quota.go),
+	// checked by CheckQuotas.
+	Quotas []model.Quota
+	Clock  func() time.Time
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -152,9 +155,13 @@ func (s *Scheduler) Pass(ctx context.Context) (*sched.Decision, error) {
 	if err != nil {
 		return nil, err
 	}
+	orgs, err := s.src.orgs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	pods = s.overlay(pods, now)
 	kept.trim(now)
-	w := read(nodes, pods, s.cfg.SchedulerName, s.cfg.PodLabel, kept, s.cfg.Sched)
+	w := read(nodes, pods, orgs, s.cfg.SchedulerName, s.cfg.PodLabel, kept, s.cfg.Sched, s.cfg.Quotas)
 	d := sched.Plan(w.state, now)
 	s.last.Store(&d)
 	total := 0

@@ -21,6 +21,8 @@ import (
 // with the source's cache: a pass reads them and copies before writing.
 type source interface {
 	list(ctx context.Context) ([]*corev1.Node, []*corev1.Pod, error)
+	// orgs is each namespace's org, from its LabelOrg label.
+	orgs(ctx context.Context) (map[string]string, error)
 }
 
 // listSource reads with two consistent lists per pass: what New uses, so
@@ -47,6 +49,18 @@ func (l listSource) list(ctx context.Context) ([]*corev1.Node, []*corev1.Pod, er
 	return ns, ps, nil
 }
 
+func (l listSource) orgs(ctx context.Context) (map[string]string, error) {
+	list, err := l.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelOrg})
+	if err != nil {
+		return nil, err
+	}
+	ns := make([]*corev1.Namespace, len(list.Items))
+	for i := range list.Items {
+		ns[i] = &list.Items[i]
+	}
+	return orgsOf(ns), nil
+}
+
 // livePods leaves out pods that have finished: they hold no GPUs. It is
 // kube-scheduler's selector for the same reason.
 var livePods = fields.AndSelectors(fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
@@ -62,6 +76,7 @@ type watchSource struct {
 	factory informers.SharedInformerFactory
 	nodes   listersv1.NodeLister
 	pods    listersv1.PodLister
+	spaces  listersv1.NamespaceLister
 	synced  []cache.InformerSynced
 	// kick is signalled (never blocking) on every change: the loop runs
 	// a pass soon after work arrives or GPUs free up.
@@ -74,8 +89,8 @@ func newWatchSource(cs kubernetes.Interface) *watchSource {
 	podInf := coreinformers.NewFilteredPodInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.FieldSelector = livePods })
 	f.InformerFor(&corev1.Pod{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer { return podInf })
-	nodeInf := f.Core().V1().Nodes()
-	w.nodes, w.pods = nodeInf.Lister(), listersv1.NewPodLister(podInf.GetIndexer())
+	nodeInf, nsInf := f.Core().V1().Nodes(), f.Core().V1().Namespaces()
+	w.nodes, w.pods, w.spaces = nodeInf.Lister(), listersv1.NewPodLister(podInf.GetIndexer()), nsInf.Lister()
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.poke() },
 		UpdateFunc: func(any, any) { w.poke() },
@@ -87,7 +102,11 @@ func newWatchSource(cs kubernetes.Interface) *watchSource {
 	if _, err := nodeInf.Informer().AddEventHandler(h); err != nil {
 		panic(err)
 	}
-	w.synced = []cache.InformerSynced{podInf.HasSynced, nodeInf.Informer().HasSynced}
+	// A namespace's org label moves its pods to another quota.
+	if _, err := nsInf.Informer().AddEventHandler(h); err != nil {
+		panic(err)
+	}
+	w.synced = []cache.InformerSynced{podInf.HasSynced, nodeInf.Informer().HasSynced, nsInf.Informer().HasSynced}
 	return w
 }
 
@@ -102,7 +121,7 @@ func (w *watchSource) poke() {
 func (w *watchSource) start(ctx context.Context) error {
 	w.factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
-		return errors.New("kube: the node and pod caches did not sync")
+		return errors.New("kube: the node, pod and namespace caches did not sync")
 	}
 	return nil
 }
@@ -117,4 +136,12 @@ func (w *watchSource) list(context.Context) ([]*corev1.Node, []*corev1.Pod, erro
 		return nil, nil, fmt.Errorf("pod cache: %w", err)
 	}
 	return nodes, pods, nil
+}
+
+func (w *watchSource) orgs(context.Context) (map[string]string, error) {
+	ns, err := w.spaces.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("namespace cache: %w", err)
+	}
+	return orgsOf(ns), nil
 }

@@ -22,6 +22,8 @@ type world struct {
 	invalid map[string]string
 	// pods are every pod read, by key.
 	pods map[string]*corev1.Pod
+	// orgs is each labelled namespace's org (quota.go).
+	orgs map[string]string
 	// members are the pods of an allocation that stands for several (a
 	// job's pods on one node), by allocation id; an allocation not in it
 	// is the pod its id names.
@@ -95,8 +97,8 @@ func ownerOf(p *corev1.Pod) (model.OwnerKind, string, error) {
 
 // read builds the world from Nodes and Pods. schedulerName picks berth's
 // pods; every bound pod with GPUs is an allocation whoever placed it.
-func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel string, kept keptState, cfg sched.Config) *world {
-	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}, members: map[string][]*corev1.Pod{}}
+func read(nodes []*corev1.Node, pods []*corev1.Pod, orgs map[string]string, schedulerName, podLabel string, kept keptState, cfg sched.Config, quotas []model.Quota) *world {
+	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}, members: map[string][]*corev1.Pod{}, orgs: orgs}
 	s := &w.state
 	size := map[string]int{} // a node's whole GPUs (its MIG GPUs come after)
 	for _, node := range nodes {
@@ -171,6 +173,7 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, schedulerName, podLabel stri
 	s.Reservations = kept.Reservations
 	s.RecentPreemptions = kept.Preemptions
 	s.Config = cfg
+	s.Quotas = quotas
 	return w
 }
 
@@ -345,6 +348,11 @@ func (w *world) addJob(g *group) error {
 	if j.Name == "" {
 		j.Name = first.Name
 	}
+	org, err := w.orgOf(first.Namespace)
+	if err != nil {
+		return err
+	}
+	j.Org, j.Team = org, first.Namespace
 	for _, p := range g.pods {
 		if ask(p) != ask(first) {
 			return fmt.Errorf("group %s: pod %s asks for %s and %s for %s: every pod of a group must ask for the same", g.id, first.Name, ask(first), p.Name, ask(p))

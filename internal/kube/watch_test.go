@@ -21,6 +21,8 @@ func (f *frozen) list(context.Context) ([]*corev1.Node, []*corev1.Pod, error) {
 	return append([]*corev1.Node(nil), f.nodes...), append([]*corev1.Pod(nil), f.pods...), nil
 }
 
+func (f *frozen) orgs(context.Context) (map[string]string, error) { return nil, nil }
+
 func freeze(t *testing.T, e *env) *frozen {
 	t.Helper()
 	n, p, err := listSource{kc.cs}.list(e.ctx)
