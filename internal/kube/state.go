@@ -68,6 +68,16 @@ func (g *group) unbound() []*corev1.Pod {
 
 func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
+// byKey orders pods by namespace, then name, without building their keys
+// (a sort of every bound pod calls it n log n times a pass). Within one
+// namespace it is the keys' order.
+func byKey(a, b *corev1.Pod) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
 // ownerOf says whose work a berth pod is: its kind and owner id.
 func ownerOf(p *corev1.Pod) (model.OwnerKind, string, error) {
 	kind := p.Annotations[AnnKind]
@@ -98,7 +108,8 @@ func ownerOf(p *corev1.Pod) (model.OwnerKind, string, error) {
 // read builds the world from Nodes and Pods. schedulerName picks berth's
 // pods; every bound pod with GPUs is an allocation whoever placed it.
 func read(nodes []*corev1.Node, pods []*corev1.Pod, orgs map[string]string, schedulerName, podLabel string, kept keptState, cfg sched.Config, quotas []model.Quota) *world {
-	w := &world{groups: map[string]*group{}, invalid: map[string]string{}, pods: map[string]*corev1.Pod{}, members: map[string][]*corev1.Pod{}, orgs: orgs}
+	w := &world{groups: make(map[string]*group, len(pods)), invalid: map[string]string{}, pods: make(map[string]*corev1.Pod, len(pods)),
+		members: map[string][]*corev1.Pod{}, orgs: orgs}
 	s := &w.state
 	size := map[string]int{} // a node's whole GPUs (its MIG GPUs come after)
 	for _, node := range nodes {
@@ -120,6 +131,7 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, orgs map[string]string, sche
 		}
 	}
 	used := map[string]model.GPUMask{}
+	s.Allocations = make([]model.Allocation, 0, len(pods)/4)
 	var unmasked, mine, migPods []*corev1.Pod
 	masks := map[string]model.GPUMask{}
 	for _, p := range pods {
@@ -188,7 +200,7 @@ func (w *world) mergeJobs(pods []*corev1.Pod, masks map[string]model.GPUMask) {
 	s := &w.state
 	type part struct{ owner, node string }
 	at := map[part]int{}
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(key(a), key(b)) })
+	slices.SortFunc(pods, byKey)
 	for _, p := range pods {
 		a := allocationOf(p, masks[key(p)])
 		pt := part{a.OwnerID, a.NodeID}
@@ -259,7 +271,7 @@ func (w *world) addMIGPods(pods []*corev1.Pod, nodes map[string]*model.Node, sch
 			}
 			return 1
 		}
-		return strings.Compare(key(a), key(b))
+		return byKey(a, b)
 	})
 	taken := map[string]map[[2]int]bool{}
 	for _, p := range pods {
@@ -304,13 +316,26 @@ func (w *world) addWork(p *corev1.Pod) {
 	g.pods = append(g.pods, p)
 }
 
-// ask is what a pod asks for, as a group compares its pods: whole GPUs,
-// or one instance of a MIG profile.
-func ask(p *corev1.Pod) string {
+// podAsk is what a pod asks for, as a group compares its pods: whole
+// GPUs, or one instance of a MIG profile. It is compared, not printed,
+// on every pod of every pass, so it is a value and not a string.
+type podAsk struct {
+	gpus    int64
+	profile string
+}
+
+func ask(p *corev1.Pod) podAsk {
 	if prof, _ := podMIG(p); prof != "" {
-		return "one " + ResourceMIGPrefix + prof
+		return podAsk{profile: prof}
 	}
-	return fmt.Sprintf("%d GPUs", podGPUs(p))
+	return podAsk{gpus: podGPUs(p)}
+}
+
+func (a podAsk) String() string {
+	if a.profile != "" {
+		return "one " + ResourceMIGPrefix + a.profile
+	}
+	return fmt.Sprintf("%d GPUs", a.gpus)
 }
 
 // buildWork turns groups into jobs and deployments. A group whose pods
@@ -353,9 +378,10 @@ func (w *world) addJob(g *group) error {
 		return err
 	}
 	j.Org, j.Team = org, first.Namespace
+	want0 := ask(first)
 	for _, p := range g.pods {
-		if ask(p) != ask(first) {
-			return fmt.Errorf("group %s: pod %s asks for %s and %s for %s: every pod of a group must ask for the same", g.id, first.Name, ask(first), p.Name, ask(p))
+		if ask(p) != want0 {
+			return fmt.Errorf("group %s: pod %s asks for %s and %s for %s: every pod of a group must ask for the same", g.id, first.Name, want0, p.Name, ask(p))
 		}
 		if p.CreationTimestamp.Time.Before(j.SubmittedAt) {
 			j.SubmittedAt = p.CreationTimestamp.Time
