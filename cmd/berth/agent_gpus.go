@@ -53,6 +53,8 @@ func newGPUsCmd() *cobra.Command {
 							parts = append(parts, fmt.Sprintf("%s (%dm) %s", m.Profile(), m.Milli(), m.UUID))
 						}
 						mig = strings.Join(parts, ", ")
+					} else if len(d.MIGOffered) > 0 {
+						mig = "off (offers " + strings.Join(d.MIGOffered, " ") + ")"
 					}
 					links := 0
 					if inv.Links != nil && d.Index < len(inv.Links.Links) {

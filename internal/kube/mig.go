@@ -105,18 +105,7 @@ func migLayout(profiles map[string]int) ([][]int, [][]string) {
 // one instance of one profile and no whole GPUs: that is what the device
 // plugin can serve, and what berth places.
 func podMIG(p *corev1.Pod) (string, error) {
-	asked := map[string]int64{}
-	each := func(cs []corev1.Container) {
-		for i := range cs {
-			for name, q := range cs[i].Resources.Limits {
-				if prof, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
-					asked[prof] += q.Value()
-				}
-			}
-		}
-	}
-	each(p.Spec.Containers)
-	each(p.Spec.InitContainers)
+	asked := podMIGAsk(p)
 	if len(asked) == 0 {
 		return "", nil
 	}
@@ -138,6 +127,51 @@ func podMIG(p *corev1.Pod) (string, error) {
 		return "", fmt.Errorf("resources: %w", err)
 	}
 	return prof, nil
+}
+
+// podMIGAsk is the MIG instances a pod holds, by profile, as the kubelet
+// counts them: the containers' sum, or the largest init container's
+// where that is more (init containers run one at a time, before the
+// rest). Requests stand in for limits where a container sets only them.
+func podMIGAsk(p *corev1.Pod) map[string]int64 {
+	var asked map[string]int64
+	add := func(to map[string]int64, c *corev1.Container) {
+		rl := c.Resources.Limits
+		for name, q := range c.Resources.Requests {
+			if _, ok := rl[name]; !ok {
+				if prof, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
+					to[prof] += q.Value()
+				}
+			}
+		}
+		for name, q := range rl {
+			if prof, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
+				to[prof] += q.Value()
+			}
+		}
+	}
+	for i := range p.Spec.Containers {
+		if asked == nil {
+			asked = map[string]int64{}
+		}
+		add(asked, &p.Spec.Containers[i])
+	}
+	for i := range p.Spec.InitContainers {
+		one := map[string]int64{}
+		add(one, &p.Spec.InitContainers[i])
+		for prof, n := range one {
+			if asked == nil {
+				asked = map[string]int64{}
+			}
+			asked[prof] = max(asked[prof], n)
+		}
+	}
+	for prof, n := range asked {
+		if n == 0 {
+			delete(asked, prof)
+		}
+	}
+	return asked
 }
 
 // migShape is the shape of a pod asking for MIG profile prof.

@@ -170,3 +170,38 @@ func TestMIGPodsGetTheirProfile(t *testing.T) {
 		t.Fatalf("e bound to %q, says %q: the one 1g.10gb is c's", node, e.condition("e"))
 	}
 }
+
+// Another scheduler's pods hold every MIG instance they ask for, even
+// ones berth would refuse to place itself: two instances in one pod, an
+// init container's, or MIG beside whole GPUs.
+func TestOtherSchedulersMIGPodsHoldTheirInstances(t *testing.T) {
+	e := newEnv(t)
+	e.migNode("mig", map[string]int64{"nvidia.com/mig-1g.10gb": 3, "nvidia.com/gpu": 1})
+	// Two 1g.10gb in the main container, and an init container asking
+	// for one (run before it: the pod holds two, not three); and the
+	// node's whole GPU.
+	two := func(p *corev1.Pod) {
+		asksMIG("1g.10gb", 2)(p)
+		p.Spec.Containers[0].Resources.Limits[ResourceGPU] = *resource.NewQuantity(1, resource.DecimalSI)
+		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceName(ResourceMIGPrefix + "1g.10gb"): *resource.NewQuantity(1, resource.DecimalSI)}}}}
+	}
+	e.pod("theirs", 0, e.on("mig"), two)
+	e.pod("a", 0, asksMIG("1g.10gb", 1))
+	e.pod("b", 0, asksMIG("1g.10gb", 1))
+	e.pod("w", 1)
+	s := e.scheduler(1)
+	e.pass(s)
+	bound := 0
+	for _, name := range []string{"a", "b"} {
+		if node, _ := e.boundTo(name); node == "mig" {
+			bound++
+		}
+	}
+	if bound != 1 {
+		t.Fatalf("%d of a and b bound to the mig node; its third 1g.10gb is the only one free", bound)
+	}
+	if node, _ := e.boundTo("w"); node != "" {
+		t.Fatalf("w bound to %q: the node's one whole GPU is theirs", node)
+	}
+}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,24 @@ func TestNamespaceQuotas(t *testing.T) {
 	if err != nil || x.Spec.NodeName == "" {
 		t.Fatalf("x in %s (org default, 8 guaranteed) not bound: %v", other, err)
 	}
+	// The next pass reads c as borrowed and a as within the guarantee:
+	// borrowed work yields first, and nothing on the pods says which.
+	nodes, pods, err := listSource{kc.cs}.list(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orgs, err := listSource{kc.cs}.orgs(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := read(nodes, pods, orgs, "berth", DefaultPodLabel, keptState{}, cfg.Sched, cfg.Quotas)
+	borrowed := map[string]bool{}
+	for _, a := range w.state.Allocations {
+		borrowed[a.OwnerID] = a.Borrowed
+	}
+	if want := map[string]bool{e.ns + "/a": false, e.ns + "/c": true, other + "/x": false}; !maps.Equal(borrowed, want) {
+		t.Fatalf("borrowed by owner %v, want %v", borrowed, want)
+	}
 	// A second non-preemptible pod there is past default/<other>'s
 	// guarantee, whatever ml's quota says.
 	e.pod("y", 8, in(other))
@@ -87,6 +106,7 @@ func TestCheckQuotas(t *testing.T) {
 		"quotas[0].scope":               {{Scope: ""}},
 		"org or org/namespace":          {{Scope: "ml/nlp/alice", GuaranteedGPUs: 1}},
 		"given twice":                   {{Scope: "ml"}, {Scope: "ml"}},
+		"expected lowercase":            {{Scope: "ml/NLP"}},
 		"quotas[1].max_gpus":            {{Scope: "ml"}, {Scope: "ml/nlp", GuaranteedGPUs: 8, MaxGPUs: 4}},
 		"quotas[0].guaranteed_gpus: -1": {{Scope: "ml", GuaranteedGPUs: -1}},
 	} {

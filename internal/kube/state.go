@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -146,11 +147,15 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, orgs map[string]string, sche
 		if p.Spec.NodeName == "" || byID[p.Spec.NodeName] == nil {
 			continue
 		}
-		if prof, err := podMIG(p); prof != "" || err != nil {
-			if prof != "" {
-				migPods = append(migPods, p)
+		// Every MIG instance a bound pod holds is taken, whoever bound it
+		// and whatever berth would have refused in its own pods (two
+		// instances, MIG beside whole GPUs); another scheduler's pod
+		// holding whole GPUs too is counted below as well.
+		if len(podMIGAsk(p)) > 0 {
+			migPods = append(migPods, p)
+			if ours {
+				continue
 			}
-			continue
 		}
 		if podGPUs(p) == 0 || size[p.Spec.NodeName] == 0 {
 			continue
@@ -186,6 +191,7 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, orgs map[string]string, sche
 	s.RecentPreemptions = kept.Preemptions
 	s.Config = cfg
 	s.Quotas = quotas
+	markBorrowed(s)
 	return w
 }
 
@@ -276,21 +282,33 @@ func (w *world) addMIGPods(pods []*corev1.Pod, nodes map[string]*model.Node, sch
 	taken := map[string]map[[2]int]bool{}
 	for _, p := range pods {
 		n := nodes[p.Spec.NodeName]
-		prof, _ := podMIG(p)
 		if taken[n.ID] == nil {
 			taken[n.ID] = map[[2]int]bool{}
 		}
-		g, inst, ok := migSlot(n, p, prof, taken[n.ID])
-		if !ok {
-			continue
+		asked := podMIGAsk(p)
+		profs := slices.Sorted(maps.Keys(asked))
+		k := 0
+		for _, prof := range profs {
+			// A node has at most MaxGPUsPerNode*7 instances: a larger count
+			// is a pod the kubelet will never run, and holds what exists.
+			for range min(asked[prof], model.MaxGPUsPerNode*migSlices) {
+				g, inst, ok := migSlot(n, p, prof, taken[n.ID])
+				if !ok {
+					break
+				}
+				taken[n.ID][[2]int{g, inst}] = true
+				a := allocationOf(p, model.MaskOf(g))
+				if k > 0 { // a pod of another scheduler's holding several instances
+					a.ID = fmt.Sprintf("%s#%d", a.ID, k)
+				}
+				k++
+				if p.Spec.SchedulerName != schedulerName {
+					a.OwnerKind, a.OwnerID, a.Preemptible = model.OwnerTraining, "pod:"+key(p), false
+				}
+				a.GPUMilli, a.MIGInstance = migShape(prof).GPUMilli, inst
+				w.state.Allocations = append(w.state.Allocations, a)
+			}
 		}
-		taken[n.ID][[2]int{g, inst}] = true
-		a := allocationOf(p, model.MaskOf(g))
-		if p.Spec.SchedulerName != schedulerName {
-			a.OwnerKind, a.OwnerID, a.Preemptible = model.OwnerTraining, "pod:"+key(p), false
-		}
-		a.GPUMilli, a.MIGInstance = migShape(prof).GPUMilli, inst
-		w.state.Allocations = append(w.state.Allocations, a)
 	}
 }
 

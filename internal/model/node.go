@@ -108,7 +108,11 @@ func (n *Node) Validate() error {
 	}
 	for g, names := range n.MIGProfiles {
 		if len(names) > 0 && (g >= len(n.MIG) || len(names) != len(n.MIG[g])) {
-			return fmt.Errorf("node %s: mig_profiles: [%d]: %d names for the GPU's %d MIG instances: expected one per instance", n.ID, g, len(names), len(n.MIG[min(g, len(n.MIG)-1)]))
+			have := 0
+			if g < len(n.MIG) {
+				have = len(n.MIG[g])
+			}
+			return fmt.Errorf("node %s: mig_profiles: [%d]: %d names for the GPU's %d MIG instances: expected one per instance", n.ID, g, len(names), have)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package sched
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthsched/berth/internal/model"
 )
@@ -93,5 +94,39 @@ func TestMIGProfileValidation(t *testing.T) {
 	n.MIGProfiles = [][]string{{"3g.40gb", "3g.40gb"}}
 	if err := n.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A profile share fits only an instance of its profile that holds its
+// milli: a free 2g beside a free 4g does not take 500m as a 2g.
+func TestMIGProfileMustHoldTheShare(t *testing.T) {
+	nodes := shareFleet("sharing", 0, 1, 1)
+	nodes[0].MIG = [][]int{{571, 285, 142}}
+	nodes[0].MIGProfiles = [][]string{{"4g.40gb", "2g.20gb", "1g.20gb"}}
+	ix := NewIndex(nodes, nil, Config{})
+	r := shareReq("big", 500)
+	r.MIGProfile = "2g.20gb"
+	if pl, why := ix.Place(&r, Pools{}); why == nil || why.Constraint != "mig_profile" {
+		t.Fatalf("500m as a 2g.20gb: %+v %v, want a mig_profile reason (the 2g holds 285)", pl, why)
+	}
+}
+
+// One pass places shares of two profiles of one size: the first failing
+// (its profile taken) does not make the planner think the second cannot
+// fit, as shapes that failed are remembered within a pass.
+func TestMIGProfilesOfOneSizeAreDifferentShapes(t *testing.T) {
+	nodes := shareFleet("sharing", 0, 1, 1)
+	nodes[0].MIG = [][]int{{142, 142}}
+	nodes[0].MIGProfiles = [][]string{{"1g.10gb", "1g.20gb"}}
+	held := shareAlloc("held", "n000", 0, 142)
+	held.MIGInstance = 1 // the 1g.10gb
+	var jobs []*model.Job
+	for i, prof := range []string{"1g.10gb", "1g.20gb"} {
+		jobs = append(jobs, &model.Job{ID: "j" + prof, State: model.JobPending, SubmittedAt: benchNow.Add(time.Duration(i) * time.Second),
+			Shape: model.Shape{GPUs: 1, GPUMilli: 142, MIGProfile: prof, Topology: model.TopologyNode}})
+	}
+	d := Plan(State{Nodes: nodes, Jobs: jobs, Allocations: []model.Allocation{held}}, benchNow)
+	if len(d.Binds) != 1 || d.Binds[0].OwnerID != "j1g.20gb" {
+		t.Fatalf("binds %+v, want the 1g.20gb share placed (the 1g.10gb is taken)", d.Binds)
 	}
 }

@@ -285,11 +285,12 @@ type shapeID struct {
 	worker      int32 // parts in multiples of it
 	cpu, mem    int64
 	models      string
+	profile     string // a MIG profile: a 1g.10gb and a 1g.20gb are both 142 milli
 }
 
 func shapeKey(r *model.Request) shapeID {
 	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), milli: int32(r.GPUMilli), worker: int32(r.Worker),
-		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible}
+		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible, profile: r.MIGProfile}
 	if len(r.Models) > 0 {
 		id.models = strings.Join(r.Models, "|")
 	}

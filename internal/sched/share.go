@@ -80,15 +80,26 @@ type ShareNode struct {
 	MIGProfiles [][]string
 }
 
-// hasProfile reports whether GPU g has a free MIG instance of profile p.
-func (n ShareNode) hasProfile(g int, p string) bool {
-	return g < len(n.MIGProfiles) && slices.Contains(n.MIGProfiles[g], p)
-}
-
 // holds reports whether GPU g can take share r: enough free milli and,
-// for a share that names a MIG profile, a free instance of it.
+// for a share that names a MIG profile, one free instance of it that
+// holds the share (a free 2g beside a free 4g does not hold 500m as a
+// 2g).
 func (n ShareNode) holds(g int, r ShareRequest) bool {
-	return n.Free[g] >= r.GPUMilli && (r.Profile == "" || n.hasProfile(g, r.Profile))
+	if n.Free[g] < r.GPUMilli {
+		return false
+	}
+	if r.Profile == "" {
+		return true
+	}
+	if g >= len(n.MIGProfiles) {
+		return false
+	}
+	for k, p := range n.MIGProfiles[g] {
+		if p == r.Profile && n.MIG[g][k] >= r.GPUMilli {
+			return true
+		}
+	}
+	return false
 }
 
 // partitioned reports whether GPU g is MIG-partitioned.

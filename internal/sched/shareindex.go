@@ -268,9 +268,11 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 		if sreq.Profile != "" {
 			profiles += ix.profileCount(i, sreq.Profile)
 			if n.CPUFree >= sreq.CPUMilli && n.MemFree >= sreq.MemoryMiB {
-				for g := range n.Free {
-					if n.hasProfile(g, sreq.Profile) {
-						profilesFree++
+				for g := range n.MIGProfiles {
+					for _, p := range n.MIGProfiles[g] {
+						if p == sreq.Profile {
+							profilesFree++
+						}
 					}
 				}
 			}

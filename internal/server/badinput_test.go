@@ -95,6 +95,7 @@ func TestBadInput(t *testing.T) {
 		{"heartbeat links with an empty row", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":2,"links":{"links":[[0,1],[]]}}`, "links", ""},
 		{"heartbeat mig beyond the gpus", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428],[428]]}`, "mig", "2 GPUs listed"},
 		{"heartbeat mig over one gpu", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428,428,428]]}`, "mig", "more than one GPU"},
+		{"heartbeat mig_profiles with no mig", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig_profiles":[["3g.40gb"]]}`, "mig_profiles", "0 MIG instances"},
 		{"heartbeat mig_profiles not one per instance", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[428,428]],"mig_profiles":[["3g.40gb"]]}`, "mig_profiles", "one per instance"},
 		{"heartbeat mig instance size", "POST", "/v1/agent/heartbeat", `{"node_id":"n9","boot_epoch":1,"model":"H100","gpus":1,"mig":[[0]]}`, "mig", "between 1 and 1000"},
 		{"token unknown field", "POST", "/v1/tokens", `{"role":"admin","scope":"x"}`, "scope", ""},

@@ -383,3 +383,16 @@ func TestFakeMIG(t *testing.T) {
 		}
 	}
 }
+
+// NVML's profile name wins over one made from slices and memory, which
+// rounds differently from NVIDIA's table for some instances.
+func TestMIGProfileName(t *testing.T) {
+	m := MIGInstance{Slices: 3, MemoryMiB: 40192}
+	if got := m.Profile(); got != "3g.39gb" {
+		t.Fatalf("made from slices and memory: %q", got)
+	}
+	m.Name = "3g.40gb"
+	if got := m.Profile(); got != "3g.40gb" {
+		t.Fatalf("with NVML's name: %q", got)
+	}
+}

@@ -16,6 +16,10 @@ type Device struct {
 	// MIG lists the GPU's MIG instances when MIG mode is on; CUDA then
 	// runs only on instances, each named by its own UUID.
 	MIG []MIGInstance `json:"mig,omitempty"`
+	// MIGOffered is the MIG profiles NVML says the GPU can be partitioned
+	// into, whether or not MIG mode is on: the names the device plugin
+	// advertises (nvidia.com/mig-<profile>) and mig_profile asks for.
+	MIGOffered []string `json:"mig_offered,omitempty"`
 }
 
 // MIGSlices is how many compute slices a MIG-capable GPU divides into
@@ -27,14 +31,22 @@ type MIGInstance struct {
 	UUID      string `json:"uuid"`
 	Slices    int    `json:"slices"` // of MIGSlices
 	MemoryMiB int64  `json:"memory_mib"`
+	// Name is the instance's profile as NVML names it ("3g.40gb"), empty
+	// where NVML did not say.
+	Name string `json:"profile,omitempty"`
 }
 
 // Milli is the instance's part of its GPU in berth's units: a 3g
 // instance of 7 slices is 428 milli.
 func (m MIGInstance) Milli() int { return m.Slices * 1000 / MIGSlices }
 
-// Profile is the instance's usual name, "3g.40gb".
+// Profile is the instance's profile name, "3g.40gb": NVML's, which the
+// device plugin's resource names use too, else one made from its slices
+// and memory (which may round differently from NVIDIA's table).
 func (m MIGInstance) Profile() string {
+	if m.Name != "" {
+		return m.Name
+	}
 	return fmt.Sprintf("%dg.%dgb", m.Slices, (m.MemoryMiB+512)/1024)
 }
 

@@ -143,6 +143,7 @@ func (b *NVML) Inventory() (Inventory, error) {
 		if dev.MIG, ret = migInstances(d); ret != nvml.SUCCESS {
 			return Inventory{}, fmt.Errorf("nvml GPU %d MIG instances: %v", i, nvml.ErrorString(ret))
 		}
+		dev.MIGOffered = offeredProfiles(d)
 		inv.Devices[i] = dev
 	}
 	inv.Links = links(handles, bus)
@@ -181,9 +182,61 @@ func migInstances(d nvml.Device) ([]MIGInstance, nvml.Return) {
 		if ret != nvml.SUCCESS {
 			return nil, ret
 		}
-		out = append(out, MIGInstance{UUID: uuid, Slices: int(at.GpuInstanceSliceCount), MemoryMiB: int64(at.MemorySizeMB)})
+		out = append(out, MIGInstance{UUID: uuid, Slices: int(at.GpuInstanceSliceCount), MemoryMiB: int64(at.MemorySizeMB),
+			Name: profileName(d, m)})
 	}
 	return out, nvml.SUCCESS
+}
+
+// profileName is MIG device m's GPU instance profile as NVML names it
+// ("MIG 3g.40gb" → "3g.40gb"); "" when any step is refused, and Profile
+// then makes one from the slices and memory.
+func profileName(d, m nvml.Device) string {
+	id, ret := m.GetGpuInstanceId()
+	if ret != nvml.SUCCESS {
+		return ""
+	}
+	gi, ret := d.GetGpuInstanceById(id)
+	if ret != nvml.SUCCESS {
+		return ""
+	}
+	info, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return ""
+	}
+	return profileInfoName(d, int(info.ProfileId))
+}
+
+// offeredProfiles is every GPU instance profile NVML offers on d, by
+// name; nil on a GPU without MIG.
+func offeredProfiles(d nvml.Device) []string {
+	if _, _, ret := d.GetMigMode(); ret != nvml.SUCCESS {
+		return nil
+	}
+	var out []string
+	for id := range nvml.GPU_INSTANCE_PROFILE_COUNT {
+		if name := profileInfoName(d, id); name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// profileInfoName is GPU instance profile id's name on d, "" when NVML
+// has no such profile there.
+func profileInfoName(d nvml.Device, id int) string {
+	p, ret := d.GetGpuInstanceProfileInfoV(id).V2()
+	if ret != nvml.SUCCESS {
+		return ""
+	}
+	b := make([]byte, 0, len(p.Name))
+	for _, c := range p.Name {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return strings.TrimPrefix(string(b), "MIG ")
 }
 
 // links counts active NVLinks between each GPU pair by following every
