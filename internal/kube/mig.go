@@ -134,41 +134,44 @@ func podMIG(p *corev1.Pod) (string, error) {
 // where that is more (init containers run one at a time, before the
 // rest). Requests stand in for limits where a container sets only them.
 func podMIGAsk(p *corev1.Pod) map[string]int64 {
+	// Every pod of every pass comes here and almost none asks for MIG:
+	// nothing is allocated until a MIG resource is seen.
 	var asked map[string]int64
-	add := func(to map[string]int64, c *corev1.Container) {
+	each := func(c *corev1.Container, f func(prof string, n int64)) {
 		rl := c.Resources.Limits
 		for name, q := range c.Resources.Requests {
 			if _, ok := rl[name]; !ok {
 				if prof, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
-					to[prof] += q.Value()
+					f(prof, q.Value())
 				}
 			}
 		}
 		for name, q := range rl {
 			if prof, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
-				to[prof] += q.Value()
+				f(prof, q.Value())
 			}
 		}
 	}
-	for i := range p.Spec.Containers {
+	put := func(prof string, n int64, combine func(a, b int64) int64) {
 		if asked == nil {
 			asked = map[string]int64{}
 		}
-		add(asked, &p.Spec.Containers[i])
+		asked[prof] = combine(asked[prof], n)
+	}
+	sum := func(a, b int64) int64 { return a + b }
+	for i := range p.Spec.Containers {
+		each(&p.Spec.Containers[i], func(prof string, n int64) { put(prof, n, sum) })
 	}
 	for i := range p.Spec.InitContainers {
-		one := map[string]int64{}
-		add(one, &p.Spec.InitContainers[i])
-		for prof, n := range one {
-			if asked == nil {
-				asked = map[string]int64{}
+		var one map[string]int64
+		each(&p.Spec.InitContainers[i], func(prof string, n int64) {
+			if one == nil {
+				one = map[string]int64{}
 			}
-			asked[prof] = max(asked[prof], n)
-		}
-	}
-	for prof, n := range asked {
-		if n == 0 {
-			delete(asked, prof)
+			one[prof] += n
+		})
+		for prof, n := range one {
+			put(prof, n, func(a, b int64) int64 { return max(a, b) })
 		}
 	}
 	return asked

@@ -2,13 +2,11 @@ package kube
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berthsched/berth/internal/model"
-	"github.com/berthsched/berth/internal/sched"
 )
 
 // Quotas under Kubernetes. A namespace is a team, and its org is the
@@ -77,57 +75,4 @@ func CheckQuotas(qs []model.Quota) error {
 		seen[q.Scope] = true
 	}
 	return nil
-}
-
-// markBorrowed says which of berth's running training allocations are
-// borrowed. The server records it when it places; here the pods are the
-// record, and a pod's annotations are its author's to edit, so it is
-// worked out again each pass the way the core admitted the jobs: in the
-// order they started, a job is borrowed when its GPUs would take any of
-// its scopes past guaranteed_gpus. Borrowed work yields first (§4, §7).
-func markBorrowed(s *sched.State) {
-	if len(s.Quotas) == 0 {
-		return
-	}
-	guaranteed := map[string]int{}
-	for _, q := range s.Quotas {
-		guaranteed[q.Scope] = q.GuaranteedGPUs
-	}
-	gpus := map[string]int{}
-	for _, a := range s.Allocations {
-		if a.OwnerKind == model.OwnerTraining {
-			gpus[a.OwnerID] += a.GPUs.Count()
-		}
-	}
-	var running []*model.Job
-	for _, j := range s.Jobs {
-		if gpus[j.ID] > 0 {
-			running = append(running, j)
-		}
-	}
-	slices.SortFunc(running, func(a, b *model.Job) int {
-		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	used, borrowed := map[string]int{}, map[string]bool{}
-	for _, j := range running {
-		n := gpus[j.ID]
-		for _, sc := range j.Scopes() {
-			if g, ok := guaranteed[sc]; ok && used[sc]+n > g {
-				borrowed[j.ID] = true
-			}
-		}
-		if !borrowed[j.ID] {
-			for _, sc := range j.Scopes() {
-				used[sc] += n
-			}
-		}
-	}
-	for i := range s.Allocations {
-		if a := &s.Allocations[i]; a.OwnerKind == model.OwnerTraining && borrowed[a.OwnerID] {
-			a.Borrowed = true
-		}
-	}
 }

@@ -191,7 +191,7 @@ func read(nodes []*corev1.Node, pods []*corev1.Pod, orgs map[string]string, sche
 	s.RecentPreemptions = kept.Preemptions
 	s.Config = cfg
 	s.Quotas = quotas
-	markBorrowed(s)
+	sched.MarkBorrowed(s) // the pods do not say which work borrowed
 	return w
 }
 

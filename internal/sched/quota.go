@@ -2,6 +2,8 @@ package sched
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/berthsched/berth/internal/model"
 )
@@ -65,16 +67,65 @@ func (q *quotaBook) admit(j *model.Job, gpus int) (borrowed bool, why *Reason) {
 			return false, &Reason{Code: ReasonUnschedulable, Constraint: "quota", BestGPUs: x.MaxGPUs - q.used[s], BestAt: s,
 				Message: fmt.Sprintf("quota %s: max_gpus is %d and %d are in use; the job needs %d", s, x.MaxGPUs, q.used[s], gpus)}
 		}
-		if q.guaranteed[s]+gpus > x.GuaranteedGPUs {
-			borrowed = true
-		}
 	}
+	borrowed = q.borrows(j, gpus)
 	if borrowed && !j.Preemptible {
 		s := j.Scopes()
 		return true, &Reason{Code: ReasonUnschedulable, Constraint: "quota", BestAt: s[len(s)-1],
 			Message: fmt.Sprintf("needs %d GPUs beyond its guaranteed quota, and only preemptible jobs may borrow", gpus)}
 	}
 	return borrowed, nil
+}
+
+// borrows reports whether gpus more for job j would take any of its
+// scopes past guaranteed_gpus.
+func (q *quotaBook) borrows(j *model.Job, gpus int) bool {
+	for _, s := range j.Scopes() {
+		if x, ok := q.quotas[s]; ok && q.guaranteed[s]+gpus > x.GuaranteedGPUs {
+			return true
+		}
+	}
+	return false
+}
+
+// MarkBorrowed marks which running training in s is borrowed, for a
+// table that does not record it (Kubernetes, where the pods are the
+// record and their annotations are their authors' to edit): in the order
+// the jobs started, each is admitted as at placement, and one whose GPUs
+// take any of its scopes past guaranteed_gpus is borrowed.
+func MarkBorrowed(s *State) {
+	if len(s.Quotas) == 0 {
+		return
+	}
+	gpus := map[string]int{}
+	for _, a := range s.Allocations {
+		if a.OwnerKind == model.OwnerTraining {
+			gpus[a.OwnerID] += a.GPUs.Count()
+		}
+	}
+	var running []*model.Job
+	for _, j := range s.Jobs {
+		if gpus[j.ID] > 0 {
+			running = append(running, j)
+		}
+	}
+	slices.SortFunc(running, func(a, b *model.Job) int {
+		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	q := newQuotaBook(s.Quotas)
+	borrowed := map[string]bool{}
+	for _, j := range running {
+		borrowed[j.ID] = q.borrows(j, gpus[j.ID])
+		q.add(j, gpus[j.ID], borrowed[j.ID])
+	}
+	for i := range s.Allocations {
+		if a := &s.Allocations[i]; a.OwnerKind == model.OwnerTraining && borrowed[a.OwnerID] {
+			a.Borrowed = true
+		}
+	}
 }
 
 // QuotaError refuses a job its quota tree can never admit, naming the

@@ -266,15 +266,9 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 			}
 		}
 		if sreq.Profile != "" {
-			profiles += ix.profileCount(i, sreq.Profile)
+			profiles += countProfile(ix.nodes[i].node.MIGProfiles, sreq.Profile)
 			if n.CPUFree >= sreq.CPUMilli && n.MemFree >= sreq.MemoryMiB {
-				for g := range n.MIGProfiles {
-					for _, p := range n.MIGProfiles[g] {
-						if p == sreq.Profile {
-							profilesFree++
-						}
-					}
-				}
+				profilesFree += countProfile(n.MIGProfiles, sreq.Profile)
 			}
 		}
 		return ShareFits(n, sreq)
@@ -304,11 +298,11 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 		CPUMilli: req.CPUMilli, MemoryMiB: req.MemoryMiB}}}, nil
 }
 
-// profileCount is how many MIG instances of profile p node i has, free
-// or not.
-func (ix *Index) profileCount(i int, p string) int {
+// countProfile is how many of a node's MIG instances (per GPU, by
+// profile) are of profile p.
+func countProfile(byGPU [][]string, p string) int {
 	n := 0
-	for _, names := range ix.nodes[i].node.MIGProfiles {
+	for _, names := range byGPU {
 		for _, name := range names {
 			if name == p {
 				n++
