@@ -3,7 +3,7 @@ package sched
 import (
 	"fmt"
 	"sort"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -153,8 +153,12 @@ type planner struct {
 	// Per-pass caches. Within the training phase free GPUs only shrink and
 	// later jobs rank lower (fewer victims), so a failure stays a failure.
 	noRoom map[shapeID]int // the preempting power at which no room was found
-	noFit  map[shapeID]noFit
-	noHold map[shapeID]int // index change count at which holding found nothing
+	// shapes are the pending training's request shapes (queue), each
+	// with its noFit; shapeIdx finds one.
+	shapes    []passShape
+	shapeIdx  map[shapeID]int32
+	queueBufs *queueBufs      // queue's buffers until putQueue
+	noHold    map[shapeID]int // index change count at which holding found nothing
 	// hopeless and hopeful bound, per shape, the preempting power at which
 	// the starvation check found no room, and found room.
 	hopeless, hopeful map[shapeID]int
@@ -204,7 +208,7 @@ func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	cfg := s.Config.withDefaults()
 	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
 		jobs: make(map[string]*model.Job, len(s.Allocations)), quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
-		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, noFit: map[shapeID]noFit{}, noHold: map[shapeID]int{},
+		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, shapeIdx: map[shapeID]int32{}, noHold: map[shapeID]int{},
 		noBackfill: map[shapeID]noBackfill{}, hopeless: map[shapeID]int{}, hopeful: map[shapeID]int{}}
 	p.prepare()
 	return p
@@ -292,7 +296,16 @@ func shapeKey(r *model.Request) shapeID {
 	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), milli: int32(r.GPUMilli), worker: int32(r.Worker),
 		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible, profile: r.MIGProfile}
 	if len(r.Models) > 0 {
-		id.models = strings.Join(r.Models, "|")
+		// Each name with its length before it: a join on a separator
+		// would make ["a|b"] and ["a", "b"] one shape, and the pass
+		// places every job of a shape with its first job's request.
+		var b []byte
+		for _, m := range r.Models {
+			b = strconv.AppendInt(b, int64(len(m)), 10)
+			b = append(b, ':')
+			b = append(b, m...)
+		}
+		id.models = string(b)
 	}
 	return id
 }

@@ -134,13 +134,12 @@ func (p *planner) createdAt(owner string, replica int) time.Time {
 // even with preemption, so lower-ranked work stops nibbling at them while
 // they accumulate (R2: "take what is free now"). It prefers the unit the
 // job held before, then the one with the most free GPUs.
-func (p *planner) holdFree(j *model.Job, rnk int) *Reservation {
-	req := j.Request()
-	key := shapeKey(&req)
+func (p *planner) holdFree(id string, r *model.Request, key shapeID, rnk int) *Reservation {
 	if c, ok := p.noHold[key]; ok && c == p.ix.changes {
 		return nil // nothing to hold for this shape, and nothing changed
 	}
-	prev, hadRes := p.prevRes[repKey{j.ID, 0}]
+	req := *r
+	prev, hadRes := p.prevRes[repKey{id, 0}]
 	u, name, free := p.bestUnit(&req, prev.At)
 	if free == 0 {
 		if !hadRes {
@@ -176,8 +175,8 @@ func (p *planner) holdFree(j *model.Job, rnk int) *Reservation {
 	if len(held) == 0 {
 		return nil
 	}
-	res := &Reservation{Owner: j.ID, Kind: model.OwnerTraining, Rank: rnk, At: name, Held: held,
-		CreatedAt: p.createdAt(j.ID, 0), GPUs: k}
+	res := &Reservation{Owner: id, Kind: model.OwnerTraining, Rank: rnk, At: name, Held: held,
+		CreatedAt: p.createdAt(id, 0), GPUs: k}
 	res.ETA = p.eta(u, k-res.HeldGPUs())
 	p.reservations = append(p.reservations, res)
 	return res
@@ -303,16 +302,21 @@ func (p *planner) allocsIn(u unit) []int {
 	return out
 }
 
+// mayBackfill: only a preemptible job with a declared runtime backfills,
+// and only until it is first preempted: backfill yields the moment its
+// reservation can fill, and repeat preemption of one job is negative
+// progress (§7's thrash guard).
+func mayBackfill(j *model.Job) bool {
+	return j.MaxRuntime > 0 && j.Preemptible && j.PreemptCount == 0
+}
+
 // backfill tries to run j on GPUs a reservation holds but cannot use yet
 // (R2): only when j's max_runtime ends before the reservation's estimated
 // fill, and only on one held node (a backfill spanning nodes would tie
 // several reservations' fates together). It looks at held nodes only, so
 // its cost follows the holds, not the fleet. It returns the bind, or false.
 func (p *planner) backfill(j *model.Job) (Bind, bool) {
-	// A job preempted before does not backfill again: backfill yields the
-	// moment its reservation can fill, and repeat preemption of one job
-	// is negative progress (§7's thrash guard).
-	if j.MaxRuntime <= 0 || !j.Preemptible || len(p.reservations) == 0 || j.PreemptCount > 0 {
+	if !mayBackfill(j) || len(p.reservations) == 0 {
 		return Bind{}, false
 	}
 	req := j.Request()

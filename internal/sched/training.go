@@ -3,24 +3,56 @@ package sched
 import (
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/berthsched/berth/internal/model"
 )
 
-// queued is a pending training job with its rank, and the parts of its
-// priority: read while the jobs are walked in table order, they spare
-// the rank-order walk a cache miss per job (a million jobs lie all over
-// the heap).
+// queued is a pending training job with its rank, the parts of its
+// priority, the pass's shape of its request, how long it has waited and
+// whether it may backfill: read while the jobs are walked in table order,
+// they spare the rank-order walk a cache miss per job (a million jobs lie
+// all over the heap). A job that fails the way its shape already failed
+// is decided from this entry without reading the job.
 type queued struct {
 	job              *model.Job
 	rank             rank
 	base, preempting int
+	waited           time.Duration // since it last joined the queue
+	shape            int32         // index into planner.shapes
+	backfills        bool          // mayBackfill
 }
 
-// queue lists pending training jobs in rank order (R2's total order):
-// q itself when order is nil, else q[order[0]], q[order[1]], ...
-func (p *planner) queue() (q []queued, order []int32) {
-	q = make([]queued, 0, len(p.s.Jobs)-len(p.jobs))
+// passShape is one request shape of the pass's pending training, with
+// what placing it found while the index was unchanged.
+type passShape struct {
+	key   shapeID
+	req   model.Request // OwnerID and Priority are the first job's
+	noFit noFit
+}
+
+// internShape returns r's shape's index in p.shapes.
+func (p *planner) internShape(r *model.Request) int32 {
+	k := shapeKey(r)
+	if i, ok := p.shapeIdx[k]; ok {
+		return i
+	}
+	i := int32(len(p.shapes))
+	p.shapes = append(p.shapes, passShape{key: k, req: *r})
+	p.shapeIdx[k] = i
+	return i
+}
+
+// queue lists pending training jobs in rank order (R2's total order).
+func (p *planner) queue() []queued {
+	bufs := queuePool.Get().(*queueBufs)
+	p.queueBufs = bufs
+	n := len(p.s.Jobs) - len(p.jobs)
+	if cap(bufs.table) < n {
+		bufs.table, bufs.ranked = make([]queued, 0, n), make([]queued, n)
+	}
+	q := bufs.table[:0]
 	for i := range p.s.Jobs {
 		j := p.s.Jobs[i]
 		// Pending jobs still holding allocations (p.held, from prepare)
@@ -30,10 +62,23 @@ func (p *planner) queue() (q []queued, order []int32) {
 			pr := priorityOf(j, p.now, p.cfg.Aging, true)
 			r := rankOf(pr.Effective, j)
 			r.tier = sloTier(j, p.now, p.cfg.SLO, true)
-			q = append(q, queued{j, r, pr.Base, pr.Preemptions})
+			req := j.Request()
+			q = append(q, queued{job: j, rank: r, base: pr.Base, preempting: pr.Preemptions,
+				waited: p.now.Sub(j.Queued()), shape: p.internShape(&req), backfills: mayBackfill(j)})
 		}
 	}
-	return q, sortQueue(q)
+	order := sortQueue(q)
+	if order == nil {
+		return q
+	}
+	// Gathered into rank order in one tight loop: the loads are
+	// independent, so the CPU overlaps their cache misses, which the
+	// placement loop reading q[order[k]] one by one could not.
+	sorted := bufs.ranked[:len(q)]
+	for k, i := range order {
+		sorted[k] = q[i]
+	}
+	return sorted
 }
 
 // training places pending jobs in rank order. Each job, in turn: within
@@ -42,33 +87,35 @@ func (p *planner) queue() (q []queued, order []int32) {
 // else it holds the free GPUs of its best unit until it fills.
 func (p *planner) training() {
 	preempting := !p.budget.degraded // cleared once the budget says stop
-	q, order := p.queue()
+	q := p.queue()
+	defer p.putQueue()
 	p.d.Pending = slices.Grow(p.d.Pending, len(q))
 	p.prios = make([]Priority, 0, len(q))
 	for k := range q {
 		qj := q[k]
-		if order != nil {
-			qj = q[order[k]]
-		}
 		j := qj.job
 		// The effective priority is in the rank; the parts follow from it.
 		prio := Priority{Base: qj.base, Preemptions: qj.preempting, Effective: qj.rank.prio}
 		prio.Waiting = prio.Effective - prio.Base - prio.Preemptions
 		// One Request reused for every job: a fresh one escapes (the
 		// placer keeps it) and cost an allocation per pending job a pass.
-		p.req = j.Request()
+		// It is the shape's, with this job's id and priority: j.Request()
+		// here would read the job, out of heap order.
+		sh := &p.shapes[qj.shape]
+		p.req = sh.req
+		p.req.OwnerID, p.req.Priority = qj.rank.id, qj.base
 		req := &p.req
 		borrowed, why := p.quota.admit(j, req.GPUs)
 		if why != nil {
-			p.pend(j, why, prio)
+			p.pend(qj.rank.id, why, prio)
 			continue
 		}
-		key := shapeKey(req)
+		key := sh.key
 		var pl Placement
-		if c, ok := p.noFit[key]; ok && c.changes == p.ix.changes {
+		if c := sh.noFit; c.why != nil && c.changes == p.ix.changes {
 			why = c.why
 		} else if pl, why = p.ix.place(req, p.cfg.Pools, placeOpts{}); why != nil {
-			p.noFit[key] = noFit{why, p.ix.changes}
+			sh.noFit = noFit{why, p.ix.changes}
 		}
 		if why == nil {
 			pl.Borrowed = pl.Borrowed || borrowed
@@ -82,23 +129,25 @@ func (p *planner) training() {
 		if req.Fraction() {
 			// A share waits for one to free up: it neither backfills,
 			// preempts nor holds (the long tail does not make room).
-			p.pend(j, why, prio)
+			p.pend(qj.rank.id, why, prio)
 			continue
 		}
-		if b, ok := p.backfill(j); ok {
+		if !qj.backfills {
+			// No backfill to try: the job is not read.
+		} else if b, ok := p.backfill(j); ok {
 			p.quota.add(j, req.GPUs, true)
 			p.d.Binds = append(p.d.Binds, b)
 			continue
 		}
 		if why.Code == ReasonInfeasible {
-			p.pend(j, why, prio)
+			p.pend(qj.rank.id, why, prio)
 			continue
 		}
 		// The reason is shared with every job that failed the same way
 		// (the noFit cache) until this job's own words are added.
 		reason := why
 		if r, msg := p.room(qj, req, key, preempting); r != nil {
-			p.pend(j, &r.reason, prio)
+			p.pend(qj.rank.id, &r.reason, prio)
 			continue
 		} else if msg != "" {
 			preempting = false
@@ -108,7 +157,7 @@ func (p *planner) training() {
 			reason = reason.plus("preemption", "; "+p.storageStopped())
 		}
 		// Below the reservation depth a job waits without holding.
-		res := p.holdFreeWithin(j, req.GPUs, prio.Effective)
+		res := p.holdFreeWithin(qj, req, key, prio.Effective)
 		if res != nil {
 			p.holds++
 			msg := fmt.Sprintf("; holding %d of %d GPUs at %s", res.HeldGPUs(), req.GPUs, res.At)
@@ -117,7 +166,7 @@ func (p *planner) training() {
 			}
 			reason = reason.plus("", msg)
 		}
-		p.pend(j, reason, prio)
+		p.pend(qj.rank.id, reason, prio)
 		p.noteBlocked(*req, why)
 		if p.starving(qj, req, res) {
 			p.late = append(p.late, lateJob{j, len(p.d.Pending) - 1})
@@ -135,11 +184,11 @@ func (p *planner) training() {
 func (p *planner) starving(qj queued, req *model.Request, res *Reservation) bool {
 	// Its wait for GPUs: the reservation's age, or with nothing to hold
 	// yet (nothing free where it could go), its time in the queue.
-	since, at := qj.job.Queued(), ""
+	waited, at := qj.waited, ""
 	if res != nil {
-		since, at = res.CreatedAt, res.At
+		waited, at = p.now.Sub(res.CreatedAt), res.At
 	}
-	if req.GPUs < p.cfg.Aging.MinGPUs || p.now.Sub(since) < p.cfg.StarvationAfter || len(p.late) >= 2*p.cfg.MaxStarvationAlerts {
+	if req.GPUs < p.cfg.Aging.MinGPUs || waited < p.cfg.StarvationAfter || len(p.late) >= 2*p.cfg.MaxStarvationAlerts {
 		return false
 	}
 	// Later jobs rank lower: with no more power than a hopeless one they
@@ -152,7 +201,7 @@ func (p *planner) starving(qj queued, req *model.Request, res *Reservation) bool
 		return false
 	}
 	below := func(v *victim) bool {
-		return qj.rank.above(v.rank) || (v.tier == tierBackfill && v.backfillFor == qj.job.ID)
+		return qj.rank.above(v.rank) || (v.tier == tierBackfill && v.backfillFor == qj.rank.id)
 	}
 	if p.makeRoom(req, below, at) == nil {
 		p.hopeless[key] = max(p.hopeless[key], pow)
@@ -170,9 +219,9 @@ type roomResult struct{ reason Reason }
 // It returns the result when victims were preempted (or it waits on work
 // already stopping), or a message when the budget or storage forbade it.
 func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bool) (*roomResult, string) {
-	j := qj.job
-	prev, hadRes := p.prevRes[repKey{j.ID, 0}]
-	own := p.hasOwnBackfill(j.ID)
+	j, id := qj.job, qj.rank.id
+	prev, hadRes := p.prevRes[repKey{id, 0}]
+	own := p.hasOwnBackfill(id)
 	if !preempting && !own && !hadRes {
 		return nil, ""
 	}
@@ -220,24 +269,42 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 
 // power is what a queued job preempts with: its priority and its waiting
 // bonus, not its preemption bonus (that one only protects).
-func (p *planner) power(qj queued) int {
-	return qj.rank.prio - qj.job.PreemptCount*p.cfg.Aging.PerPreemption
-}
+func (p *planner) power(qj queued) int { return qj.rank.prio - qj.preempting }
 
 // holdFreeWithin holds for the job if the pass has not reached MaxHolds
 // and it is a gang that may hold (HoldMinGPUs), or a job whose node
 // defragmentation is emptying: without its hold, what the moves free
 // would go to whatever came next.
-func (p *planner) holdFreeWithin(j *model.Job, gpus, rank int) *Reservation {
-	if p.holds >= p.cfg.MaxHolds || (gpus < p.cfg.HoldMinGPUs && !p.relocating[j.ID]) {
+func (p *planner) holdFreeWithin(qj queued, req *model.Request, key shapeID, rank int) *Reservation {
+	if p.holds >= p.cfg.MaxHolds || (req.GPUs < p.cfg.HoldMinGPUs && !p.relocating[qj.rank.id]) {
 		return nil
 	}
-	return p.holdFree(j, rank)
+	return p.holdFree(qj.rank.id, req, key, rank)
 }
 
 func (p *planner) hasOwnBackfill(id string) bool { return p.backfilled[id] }
 
-func (p *planner) pend(j *model.Job, why *Reason, prio Priority) {
+// pend records a pending job by its id: a job decided from its queue
+// entry is not read.
+func (p *planner) pend(id string, why *Reason, prio Priority) {
 	p.prios = append(p.prios, prio) // one allocation for all, not one each
-	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: j.ID, Reason: why, Priority: &p.prios[len(p.prios)-1]})
+	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: id, Reason: why, Priority: &p.prios[len(p.prios)-1]})
+}
+
+// queueBufs are a pass's queue in table order and in rank order, kept
+// for the next pass: a million entries of fresh memory each pass cost
+// their page faults and a collection.
+type queueBufs struct{ table, ranked []queued }
+
+var queuePool = sync.Pool{New: func() any { return &queueBufs{} }}
+
+// putQueue clears the pass's queue (it points at jobs the next pass may
+// not have) and hands its buffers back.
+func (p *planner) putQueue() {
+	if b := p.queueBufs; b != nil {
+		clear(b.table[:cap(b.table)])
+		clear(b.ranked)
+		queuePool.Put(b)
+		p.queueBufs = nil
+	}
 }

@@ -1,0 +1,101 @@
+package sched
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+	"github.com/berthsched/berth/internal/sched/schedtest"
+)
+
+// The pass places every job of a shape with its shape's request, filled
+// in with the job's own id and priority. Two gangs of one shape that each
+// hold GPUs must hold them under their own names, with their own ranks,
+// and the second must not fail because the first one's shape failed.
+func TestJobsOfOneShapeKeepTheirOwnNames(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s := State{Nodes: schedtest.Fleet(schedtest.Spec{Pods: 2, NodesPerPod: 4, GPUs: 8})}
+	s.Config.MaxHolds, s.Config.HoldMinGPUs = 2, 16
+	// Each pod has one node busy with work that may not be preempted:
+	// neither gang fits, and each holds the other three nodes of a pod.
+	for i, n := range []string{schedtest.NodeName(0), schedtest.NodeName(4)} {
+		id := fmt.Sprintf("busy-%d", i)
+		s.Jobs = append(s.Jobs, &model.Job{ID: id, Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode},
+			State: model.JobRunning, SubmittedAt: now.Add(-time.Hour), StartedAt: now.Add(-time.Hour)})
+		s.Allocations = append(s.Allocations, model.Allocation{ID: "a-" + id, NodeID: n, GPUs: model.FullMask(8),
+			OwnerKind: model.OwnerTraining, OwnerID: id, CreatedAt: now.Add(-time.Hour)})
+	}
+	gang := model.Shape{GPUs: 32, Topology: model.TopologyPod}
+	for i, prio := range []int{50, 40} {
+		s.Jobs = append(s.Jobs, &model.Job{ID: fmt.Sprintf("gang-%d", i), Shape: gang, Priority: prio,
+			State: model.JobPending, SubmittedAt: now.Add(-time.Duration(10-i) * time.Minute)})
+	}
+	d := Plan(s, now)
+	if len(d.Reservations) != 2 {
+		t.Fatalf("reservations %+v; want one for each gang", d.Reservations)
+	}
+	owners := map[string]int{}
+	for _, r := range d.Reservations {
+		owners[r.Owner] = r.Rank
+		if r.HeldGPUs() != 24 {
+			t.Errorf("%s holds %d GPUs; want the 24 free in its pod", r.Owner, r.HeldGPUs())
+		}
+	}
+	if owners["gang-0"] != 50 || owners["gang-1"] != 40 {
+		t.Errorf("owners and ranks %v; want gang-0 at 50 and gang-1 at 40", owners)
+	}
+	if d.Reservations[0].At == d.Reservations[1].At {
+		t.Errorf("both hold at %s", d.Reservations[0].At)
+	}
+	if len(d.Pending) != 2 || d.Pending[0].OwnerID != "gang-0" || d.Pending[1].OwnerID != "gang-1" {
+		t.Fatalf("pending %+v; want gang-0 then gang-1", d.Pending)
+	}
+	for _, p := range d.Pending {
+		if p.Priority.Base != map[string]int{"gang-0": 50, "gang-1": 40}[p.OwnerID] {
+			t.Errorf("%s: priority %+v", p.OwnerID, *p.Priority)
+		}
+	}
+}
+
+// Model lists are part of a shape, and a name may hold any character: a
+// list of one name with a bar in it is not the two names either side.
+func TestShapeKeyKeepsModelListsApart(t *testing.T) {
+	one := model.Request{Shape: model.Shape{GPUs: 1, Topology: model.TopologyNode, Models: []string{"a|b"}}, Kind: model.OwnerTraining}
+	two := one
+	two.Models = []string{"a", "b"}
+	if shapeKey(&one) == shapeKey(&two) {
+		t.Fatalf("%q and %q share a shape key", one.Models, two.Models)
+	}
+	same := one
+	same.Models = []string{"a|b"}
+	if shapeKey(&one) != shapeKey(&same) {
+		t.Fatal("equal model lists have different keys")
+	}
+}
+
+// A second pass reuses the first pass's queue buffers: what it decides
+// must not depend on what the last pass left in them.
+func TestQueueBuffersCarryNothingOver(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	big := busyState(64, 2, 3000, false) // over the size the radix sort takes
+	small := State{Nodes: schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})}
+	small.Jobs = []*model.Job{{ID: "only", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobPending, SubmittedAt: now}}
+	want := Plan(small, now)
+	_ = Plan(big, now)
+	got := Plan(small, now)
+	if len(got.Binds) != 1 || got.Binds[0].OwnerID != "only" || len(got.Pending) != 0 || len(want.Binds) != 1 {
+		t.Fatalf("after a large pass: binds %+v, pending %+v; before it binds %+v", got.Binds, got.Pending, want.Binds)
+	}
+	for i := 0; i < 2; i++ {
+		a, b := Plan(big, now), Plan(big, now)
+		if len(a.Pending) != len(b.Pending) {
+			t.Fatalf("pending %d then %d", len(a.Pending), len(b.Pending))
+		}
+		for k := range a.Pending {
+			if a.Pending[k].OwnerID != b.Pending[k].OwnerID || *a.Pending[k].Priority != *b.Pending[k].Priority {
+				t.Fatalf("pending %d: %+v then %+v", k, a.Pending[k], b.Pending[k])
+			}
+		}
+	}
+}
