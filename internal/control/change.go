@@ -251,6 +251,32 @@ func (ch *change) peekJob(id string) (model.Job, bool) {
 	return out, ok
 }
 
+// newCheckpoint reports whether path, reported by a running allocation,
+// is a checkpoint its training job has not recorded yet (recordCheckpoint
+// would change the job), reading without loading anything for change.
+func (ch *change) newCheckpoint(alloc, path string) bool {
+	if path == "" {
+		return false
+	}
+	var owner string
+	if a, ok := ch.allocs[alloc]; ok {
+		if a == nil || a.OwnerKind == model.OwnerInference {
+			return false
+		}
+		owner = a.OwnerID
+	} else {
+		ch.c.st.Cache().Read(func(v store.View) {
+			if e, found := v.Get(store.Allocations, alloc); found {
+				if a := e.Obj.(model.Allocation); a.OwnerKind != model.OwnerInference {
+					owner = a.OwnerID
+				}
+			}
+		})
+	}
+	j, ok := ch.peekJob(owner)
+	return owner != "" && ok && !j.State.Terminal() && j.Restore != path
+}
+
 // recordCheckpoint keeps the checkpoint a running allocation reported as
 // its job's restore point, so whatever ends the allocation (a lost node,
 // a reboot, a quarantine, a kill at the deadline) the job goes back from

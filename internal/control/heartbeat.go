@@ -112,12 +112,18 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 		c.fault(ch, n, f)
 	}
 	c.noteCheckpoints(ch, rep)
+	// Which allocations are on the node, read from the cache: loading
+	// each one for change (a copy and a precondition each) on every
+	// heartbeat was most of a heartbeat's cost on a loaded fleet, and
+	// nearly every report says "still running" and changes nothing.
 	onNode := map[string]bool{}
-	for _, a := range ch.allocsOn(n.ID) {
-		onNode[a.ID] = true
-	}
+	ch.c.st.Cache().Read(func(v store.View) {
+		for _, a := range v.AllocationsOn(n.ID) {
+			onNode[a.ID] = true
+		}
+	})
 	for _, r := range rep.Allocations {
-		if !onNode[r.ID] {
+		if !onNode[r.ID] || (r.State != model.ActualExited && !ch.newCheckpoint(r.ID, r.Checkpoint)) {
 			continue
 		}
 		a := ch.alloc(r.ID)

@@ -264,3 +264,49 @@ func TestStaleLeaderIsFenced(t *testing.T) {
 		t.Errorf("orders carry fence %d, want the new leader's %d", o.Fence, h.l.Fence())
 	}
 }
+
+// A heartbeat that reports work still running writes nothing: not the
+// node, not its allocations, not their jobs. One that names a checkpoint
+// the job has not recorded records it as the job's restore point, once.
+func TestSteadyHeartbeatWritesNothingAndCheckpointsOnce(t *testing.T) {
+	h := newHarness(t, Config{HeartbeatInterval: 2 * time.Second})
+	h.beat(report("n1", 1, 8))
+	j := trainingJob("ckpt", 4)
+	j.Preemptible = true
+	j.Checkpoint = &model.Checkpoint{Path: "/ckpt", SizeBytes: 1 << 30}
+	h.submit(j)
+	a := h.waitRunning("ckpt", 1)[0]
+	rev := func(k store.Kind, id string) int64 {
+		var r int64
+		h.st.Cache().Read(func(v store.View) {
+			e, _ := v.Get(k, id)
+			r = e.ModRev
+		})
+		return r
+	}
+	running := model.ActualAlloc{ID: a.ID, State: model.ActualRunning}
+	h.beat(report("n1", 1, 8, running))
+	node, alloc, job := rev(store.Nodes, "n1"), rev(store.Allocations, a.ID), rev(store.Jobs, "ckpt")
+	for i := 0; i < 3; i++ {
+		h.beat(report("n1", 1, 8, running))
+	}
+	if n, al, jb := rev(store.Nodes, "n1"), rev(store.Allocations, a.ID), rev(store.Jobs, "ckpt"); n != node || al != alloc || jb != job {
+		t.Fatalf("steady heartbeats rewrote: node %d→%d, allocation %d→%d, job %d→%d", node, n, alloc, al, job, jb)
+	}
+
+	running.Checkpoint = "/ckpt/step-100"
+	h.beat(report("n1", 1, 8, running))
+	if got := h.job("ckpt").Restore; got != "/ckpt/step-100" {
+		t.Fatalf("restore point %q after the agent reported /ckpt/step-100", got)
+	}
+	job = rev(store.Jobs, "ckpt")
+	h.beat(report("n1", 1, 8, running))
+	if jb := rev(store.Jobs, "ckpt"); jb != job {
+		t.Errorf("the same checkpoint reported again rewrote the job (%d→%d)", job, jb)
+	}
+	running.Checkpoint = "/ckpt/step-200"
+	h.beat(report("n1", 1, 8, running))
+	if got := h.job("ckpt").Restore; got != "/ckpt/step-200" {
+		t.Errorf("restore point %q after the agent reported /ckpt/step-200", got)
+	}
+}

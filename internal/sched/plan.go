@@ -281,33 +281,41 @@ func (p *planner) candidates() []*victim {
 // shapeID identifies requests that place identically.
 // It is hashed for every pending job, so it is kept to fixed-size fields
 // where it can be.
+// shapeID is every field of a request but its owner and priority, whole:
+// the pass places every job of a shape with its first job's request, so
+// two requests that differ in anything must not share one.
 type shapeID struct {
-	topo, kind  byte
+	topo        model.Topology
+	kind        model.OwnerKind
 	preemptible bool
-	gpus        int32
-	milli       int32 // a share of one GPU: places nothing like whole GPUs
-	worker      int32 // parts in multiples of it
+	gpus        int
+	milli       int // a share of one GPU: places nothing like whole GPUs
+	worker      int // parts in multiples of it
+	replica     int
 	cpu, mem    int64
 	models      string
 	profile     string // a MIG profile: a 1g.10gb and a 1g.20gb are both 142 milli
 }
 
 func shapeKey(r *model.Request) shapeID {
-	id := shapeID{topo: r.Topology[0], kind: r.Kind[0], gpus: int32(r.GPUs), milli: int32(r.GPUMilli), worker: int32(r.Worker),
-		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible, profile: r.MIGProfile}
-	if len(r.Models) > 0 {
-		// Each name with its length before it: a join on a separator
-		// would make ["a|b"] and ["a", "b"] one shape, and the pass
-		// places every job of a shape with its first job's request.
-		var b []byte
-		for _, m := range r.Models {
-			b = strconv.AppendInt(b, int64(len(m)), 10)
-			b = append(b, ':')
-			b = append(b, m...)
-		}
-		id.models = string(b)
+	return shapeID{topo: r.Topology, kind: r.Kind, gpus: r.GPUs, milli: r.GPUMilli, worker: r.Worker, replica: r.Replica,
+		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible, profile: r.MIGProfile, models: modelsKey(r.Models)}
+}
+
+// modelsKey is a list of GPU model names as one string, each name with
+// its length before it: a join on a separator would make ["a|b"] and
+// ["a", "b"] one list.
+func modelsKey(models []string) string {
+	if len(models) == 0 {
+		return ""
 	}
-	return id
+	var b []byte
+	for _, m := range models {
+		b = strconv.AppendInt(b, int64(len(m)), 10)
+		b = append(b, ':')
+		b = append(b, m...)
+	}
+	return string(b)
 }
 
 // noteBlocked remembers node-topology requests that only fragmentation

@@ -82,20 +82,54 @@ func TestQueueBuffersCarryNothingOver(t *testing.T) {
 	small := State{Nodes: schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})}
 	small.Jobs = []*model.Job{{ID: "only", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobPending, SubmittedAt: now}}
 	want := Plan(small, now)
-	_ = Plan(big, now)
+	first := Plan(big, now) // the pool may be empty: fresh buffers
 	got := Plan(small, now)
 	if len(got.Binds) != 1 || got.Binds[0].OwnerID != "only" || len(got.Pending) != 0 || len(want.Binds) != 1 {
 		t.Fatalf("after a large pass: binds %+v, pending %+v; before it binds %+v", got.Binds, got.Pending, want.Binds)
 	}
-	for i := 0; i < 2; i++ {
-		a, b := Plan(big, now), Plan(big, now)
-		if len(a.Pending) != len(b.Pending) {
-			t.Fatalf("pending %d then %d", len(a.Pending), len(b.Pending))
+	if len(first.Pending) < 2000 {
+		t.Fatalf("%d pending: the state no longer makes a queue the radix sort takes", len(first.Pending))
+	}
+	for i := 0; i < 3; i++ {
+		again := Plan(big, now)
+		if len(again.Pending) != len(first.Pending) || len(again.Binds) != len(first.Binds) {
+			t.Fatalf("pass %d: %d pending and %d binds; the first pass %d and %d", i, len(again.Pending), len(again.Binds), len(first.Pending), len(first.Binds))
 		}
-		for k := range a.Pending {
-			if a.Pending[k].OwnerID != b.Pending[k].OwnerID || *a.Pending[k].Priority != *b.Pending[k].Priority {
-				t.Fatalf("pending %d: %+v then %+v", k, a.Pending[k], b.Pending[k])
+		for k := range first.Pending {
+			a, b := first.Pending[k], again.Pending[k]
+			if a.OwnerID != b.OwnerID || *a.Priority != *b.Priority || a.Reason.Message != b.Reason.Message {
+				t.Fatalf("pass %d, pending %d: %+v, the first pass %+v", i, k, b, a)
 			}
+		}
+	}
+}
+
+// The request the pass hands on for a job (here to defragmentation, which
+// takes the blocked ones) is its own: its id and priority, not those of
+// the first job of its shape.
+func TestBlockedRequestsAreTheJobsOwn(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	s := State{Nodes: schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})}
+	// Four GPUs busy on each node: eight free, none eight together.
+	for i := 0; i < 2; i++ {
+		id := fmt.Sprintf("half-%d", i)
+		s.Jobs = append(s.Jobs, &model.Job{ID: id, Shape: model.Shape{GPUs: 4, Topology: model.TopologyNode},
+			State: model.JobRunning, SubmittedAt: now.Add(-time.Hour), StartedAt: now.Add(-time.Hour)})
+		s.Allocations = append(s.Allocations, model.Allocation{ID: "a-" + id, NodeID: schedtest.NodeName(i), GPUs: model.FullMask(4),
+			OwnerKind: model.OwnerTraining, OwnerID: id, CreatedAt: now.Add(-time.Hour)})
+	}
+	for i, prio := range []int{50, 40} {
+		s.Jobs = append(s.Jobs, &model.Job{ID: fmt.Sprintf("whole-%d", i), Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode},
+			Priority: prio, State: model.JobPending, SubmittedAt: now.Add(-time.Duration(10-i) * time.Minute)})
+	}
+	p := newPlanner(&s, NewIndex(s.Nodes, s.Allocations, s.Config), now)
+	p.training()
+	if len(p.blocked) != 2 {
+		t.Fatalf("blocked %+v; want both 8-GPU jobs, kept out by fragmentation", p.blocked)
+	}
+	for i, b := range p.blocked {
+		if id, prio := fmt.Sprintf("whole-%d", i), []int{50, 40}[i]; b.req.OwnerID != id || b.req.Priority != prio {
+			t.Errorf("blocked %d: owner %s at %d; want %s at %d", i, b.req.OwnerID, b.req.Priority, id, prio)
 		}
 	}
 }

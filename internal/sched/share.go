@@ -3,7 +3,6 @@ package sched
 import (
 	"slices"
 	"sort"
-	"strings"
 )
 
 // Sharing pools hold the long tail: fractions of a GPU (MPS or MIG) for
@@ -162,7 +161,7 @@ func typicalMix(reqs []ShareRequest) (ShareMix, []ShareType) {
 	models := map[key][]string{}
 	total := 0
 	for _, r := range reqs {
-		k := key{r.CPUMilli, r.GPUs, r.GPUMilli, strings.Join(r.Models, "|")}
+		k := key{r.CPUMilli, r.GPUs, r.GPUMilli, modelsKey(r.Models)}
 		count[k] += r.count()
 		mem[k] += r.MemoryMiB * int64(r.count())
 		models[k] = r.Models

@@ -74,6 +74,9 @@ func (p *planner) queue() []queued {
 	// Gathered into rank order in one tight loop: the loads are
 	// independent, so the CPU overlaps their cache misses, which the
 	// placement loop reading q[order[k]] one by one could not.
+	if len(bufs.ranked) < len(q) {
+		bufs.ranked = make([]queued, len(q))
+	}
 	sorted := bufs.ranked[:len(q)]
 	for k, i := range order {
 		sorted[k] = q[i]
@@ -88,7 +91,7 @@ func (p *planner) queue() []queued {
 func (p *planner) training() {
 	preempting := !p.budget.degraded // cleared once the budget says stop
 	q := p.queue()
-	defer p.putQueue()
+	defer p.putQueue(len(q))
 	p.d.Pending = slices.Grow(p.d.Pending, len(q))
 	p.prios = make([]Priority, 0, len(q))
 	for k := range q {
@@ -300,11 +303,19 @@ var queuePool = sync.Pool{New: func() any { return &queueBufs{} }}
 
 // putQueue clears the pass's queue (it points at jobs the next pass may
 // not have) and hands its buffers back.
-func (p *planner) putQueue() {
-	if b := p.queueBufs; b != nil {
-		clear(b.table[:cap(b.table)])
-		clear(b.ranked)
-		queuePool.Put(b)
-		p.queueBufs = nil
+// Buffers far larger than the pass's queue go to the collector: after a
+// burst drains, passes do not keep clearing (and the pool keep) a queue
+// they no longer have.
+func (p *planner) putQueue(n int) {
+	b := p.queueBufs
+	if b == nil {
+		return
 	}
+	p.queueBufs = nil
+	clear(b.table[:min(n, cap(b.table))])
+	clear(b.ranked[:min(n, len(b.ranked))])
+	if cap(b.table) > 4*n+1024 {
+		return
+	}
+	queuePool.Put(b)
 }
