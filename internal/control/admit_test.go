@@ -35,6 +35,22 @@ func TestAdmissionViewFollowsTheFleetNotItsHeartbeats(t *testing.T) {
 	if h.ctl.admit.a != built {
 		t.Error("a heartbeat that changed only the boot epoch rebuilt the admission view")
 	}
+	// Neither does an operator's drain or quarantine: admission judges a
+	// shape against the fleet as built.
+	for _, act := range []NodeAction{Drain, Quarantine} {
+		if _, err := h.ctl.SetNode(h.ctx, "n1", act); err != nil {
+			t.Fatalf("%s n1: %v", act, err)
+		}
+	}
+	if n := h.node("n1"); !n.Draining || !n.Quarantined {
+		t.Fatalf("n1 after drain and quarantine: %+v", n)
+	}
+	if err := h.ctl.Admit(model.Job{ID: "fits", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}}); err != nil {
+		t.Fatalf("8 GPUs on a fleet of one drained 8-GPU node: %v", err)
+	}
+	if h.ctl.admit.a != built {
+		t.Error("a drain or quarantine rebuilt the admission view")
+	}
 
 	// A node with more GPUs arrives: the view is rebuilt and the job fits.
 	h.beat(model.NodeReport{NodeID: "n2", BootEpoch: 1, Pod: "pod-a", Model: "H100", GPUs: 16, CPUMilli: 256000, MemoryMiB: 1 << 21})

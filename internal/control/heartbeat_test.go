@@ -294,6 +294,19 @@ func TestSteadyHeartbeatWritesNothingAndCheckpointsOnce(t *testing.T) {
 		t.Fatalf("steady heartbeats rewrote: node %d→%d, allocation %d→%d, job %d→%d", node, n, alloc, al, job, jb)
 	}
 
+	// Nor does it load anything for change: no copy of the allocation or
+	// the job, and no precondition on them.
+	w, err := h.ctl.Writer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := h.ctl.newChange(w, h.clk.Now())
+	steady := report("n1", 1, 8, running)
+	h.ctl.report(ch, &steady)
+	if len(ch.allocs) != 0 || len(ch.jobs) != 0 {
+		t.Errorf("a steady report loaded %d allocations and %d jobs for change", len(ch.allocs), len(ch.jobs))
+	}
+
 	running.Checkpoint = "/ckpt/step-100"
 	h.beat(report("n1", 1, 8, running))
 	if got := h.job("ckpt").Restore; got != "/ckpt/step-100" {
