@@ -29,6 +29,11 @@ func newMirror[T any](kind store.Kind, id func(*T) string, keep func(*T) bool) m
 	return mirror[T]{kind: kind, id: id, keep: keep}
 }
 
+type idAt struct {
+	id string
+	at int
+}
+
 // entryChange is one entry as the cache holds it now; live is false when it is
 // gone (or no longer kept).
 type entryChange[T any] struct {
@@ -40,23 +45,37 @@ type entryChange[T any] struct {
 // sync brings the copy up to the view's revision and returns it.
 func (m *mirror[T]) sync(v store.View) []T {
 	var changed []string
-	if !m.read || !v.ChangedSince(m.kind, m.rev, func(id string) { changed = append(changed, id) }) ||
-		len(changed) > v.Len(m.kind)/4 {
+	whole := !m.read || !v.ChangedSince(m.kind, m.rev, func(id string) { changed = append(changed, id) })
+	if !whole && len(changed) > 0 {
+		// An id comes once per write: 12,500 nodes heartbeating write
+		// the same few nodes over and over, and counted with repeats
+		// they sent every long pass to the whole copy below.
+		slices.Sort(changed)
+		changed = slices.Compact(changed)
+		whole = len(changed) > v.Len(m.kind)/4
+	}
+	if whole {
 		// First read, a journal that does not reach back, or much of the
-		// table changed: copy it whole.
+		// table changed: copy it whole, sorted by id through (id, index)
+		// pairs rather than by moving the entries themselves (a node is
+		// a few hundred bytes).
 		list := make([]T, 0, v.Len(m.kind))
-		v.Each(m.kind, func(_ string, e store.Entry) {
+		var ids []idAt
+		v.Each(m.kind, func(id string, e store.Entry) {
 			if o := e.Obj.(T); m.keep == nil || m.keep(&o) {
+				ids = append(ids, idAt{m.id(&o), len(list)})
 				list = append(list, o)
 			}
 		})
-		slices.SortFunc(list, func(a, b T) int { return strings.Compare(m.id(&a), m.id(&b)) })
-		m.rev, m.list, m.read = v.Rev(), list, true
+		slices.SortFunc(ids, func(a, b idAt) int { return strings.Compare(a.id, b.id) })
+		sorted := make([]T, len(list))
+		for k, x := range ids {
+			sorted[k] = list[x.at]
+		}
+		m.rev, m.list, m.read = v.Rev(), sorted, true
 		return m.list
 	}
 	if len(changed) > 0 {
-		slices.Sort(changed)
-		changed = slices.Compact(changed)
 		cs := make([]entryChange[T], len(changed))
 		for i, id := range changed {
 			cs[i].id = id

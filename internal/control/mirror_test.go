@@ -168,3 +168,62 @@ func TestPatchMergesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// A node written forty times since the last read is one change, not
+// forty: the copy is patched in place rather than read whole, and still
+// matches the table.
+func TestRepeatedWritesPatchTheCopy(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, err := st.Campaign(ctx, "a", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(ctx)
+	w := l.Writer()
+	commit := func(txn *store.Txn) {
+		t.Helper()
+		rev, err := w.Commit(ctx, txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Cache().WaitRev(ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn := w.Txn()
+	for i := 0; i < 100; i++ {
+		id := fmt.Sprintf("n%03d", (i*37)%100) // not in id order
+		txn.Put(store.Nodes, id, model.Node{ID: id, Pod: "p", Model: "H100", GPUs: 8})
+	}
+	commit(txn)
+	nodes := newMirror(store.Nodes, nodeID, nil)
+	var first *model.Node
+	st.Cache().Read(func(v store.View) { first = &nodes.sync(v)[0] })
+	for k := 0; k < 40; k++ {
+		txn := w.Txn()
+		txn.Put(store.Nodes, "n042", model.Node{ID: "n042", Pod: "p", Model: "H100", GPUs: 8, BootEpoch: uint64(k + 1)})
+		commit(txn)
+	}
+	st.Cache().Read(func(v store.View) {
+		got := nodes.sync(v)
+		if &got[0] != first {
+			t.Error("forty writes of one node read the table whole")
+		}
+		if len(got) != 100 {
+			t.Fatalf("%d nodes in the copy", len(got))
+		}
+		for i, n := range got {
+			if want := fmt.Sprintf("n%03d", i); n.ID != want {
+				t.Fatalf("copy[%d] is %s, want %s", i, n.ID, want)
+			}
+		}
+		if got[42].BootEpoch != 40 {
+			t.Errorf("n042 at boot epoch %d in the copy, 40 in the table", got[42].BootEpoch)
+		}
+	})
+}
