@@ -273,8 +273,11 @@ func (ch *change) newCheckpoint(alloc, path string) bool {
 			}
 		})
 	}
+	if owner == "" {
+		return false
+	}
 	j, ok := ch.peekJob(owner)
-	return owner != "" && ok && !j.State.Terminal() && j.Restore != path
+	return ok && !j.State.Terminal() && j.Restore != path
 }
 
 // recordCheckpoint keeps the checkpoint a running allocation reported as

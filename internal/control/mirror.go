@@ -29,6 +29,7 @@ func newMirror[T any](kind store.Kind, id func(*T) string, keep func(*T) bool) m
 	return mirror[T]{kind: kind, id: id, keep: keep}
 }
 
+// idAt is an entry's id and its place in an unsorted copy.
 type idAt struct {
 	id string
 	at int
@@ -61,7 +62,7 @@ func (m *mirror[T]) sync(v store.View) []T {
 		// a few hundred bytes).
 		list := make([]T, 0, v.Len(m.kind))
 		var ids []idAt
-		v.Each(m.kind, func(id string, e store.Entry) {
+		v.Each(m.kind, func(_ string, e store.Entry) {
 			if o := e.Obj.(T); m.keep == nil || m.keep(&o) {
 				ids = append(ids, idAt{m.id(&o), len(list)})
 				list = append(list, o)

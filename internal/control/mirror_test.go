@@ -20,17 +20,7 @@ import (
 // changes, finished jobs and deletes on a real etcd.
 func TestLiveJobsFollowTheTable(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l, err := st.Campaign(ctx, "a", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Resign(ctx)
-	w := l.Writer()
+	st, w := leaderStore(t)
 	rng := rand.New(rand.NewPCG(3, 9))
 	states := []model.JobState{model.JobPending, model.JobRunning, model.JobCompleted, model.JobFailed}
 	jobs := map[string]model.Job{}
@@ -174,17 +164,7 @@ func TestPatchMergesInOrder(t *testing.T) {
 // matches the table.
 func TestRepeatedWritesPatchTheCopy(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l, err := st.Campaign(ctx, "a", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Resign(ctx)
-	w := l.Writer()
+	st, w := leaderStore(t)
 	commit := func(txn *store.Txn) {
 		t.Helper()
 		rev, err := w.Commit(ctx, txn)
@@ -226,4 +206,22 @@ func TestRepeatedWritesPatchTheCopy(t *testing.T) {
 			t.Errorf("n042 at boot epoch %d in the copy, 40 in the table", got[42].BootEpoch)
 		}
 	})
+}
+
+// leaderStore opens a store on real etcd and leads it, for tests that
+// write tables themselves.
+func leaderStore(t *testing.T) (*store.Store, *store.Writer) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l, err := st.Campaign(ctx, "a", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Resign(ctx) })
+	return st, l.Writer()
 }

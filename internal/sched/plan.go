@@ -278,12 +278,10 @@ func (p *planner) candidates() []*victim {
 	return p.cands
 }
 
-// shapeID identifies requests that place identically.
-// It is hashed for every pending job, so it is kept to fixed-size fields
-// where it can be.
-// shapeID is every field of a request but its owner and priority, whole:
-// the pass places every job of a shape with its first job's request, so
-// two requests that differ in anything must not share one.
+// shapeID identifies requests that place identically: every field of a
+// request but its owner and priority, whole. The pass places every job of
+// a shape with its first job's request, so two requests that differ in
+// anything must not share one.
 type shapeID struct {
 	topo        model.Topology
 	kind        model.OwnerKind
