@@ -41,6 +41,7 @@ server you started for the purpose (it submits jobs and registers nodes):
 			fmt.Fprintf(out, "%-28s %.0f/s\n", "throughput", float64(r.Latency.N)/r.Took.Seconds())
 			if r.FirstRate > 0 {
 				fmt.Fprintf(out, "%-28s first %d: %.0f/s, last %d: %.0f/s (%+.0f%%)\n", "throughput by window", r.Window, r.FirstRate, r.Window, r.LastRate, 100*(r.LastRate/r.FirstRate-1))
+				loadgen.Report(out, fmt.Sprintf("  the last %d", r.Window), r.LastLatency)
 			}
 			return err
 		},
@@ -87,6 +88,7 @@ server you started for the purpose (it submits jobs and registers nodes):
 			fmt.Fprintf(out, "%-28s %.0f/s sustained (%d sent, %d failed, %d not sent with every sender busy, %s)\n", "heartbeats", r.Rate(), r.Sent, r.Failed, r.Dropped, r.Duration.Round(time.Millisecond))
 			loadgen.Report(out, "heartbeat round trip", r.Latency)
 			loadgen.Report(out, "heartbeat-to-decision lag", r.Lag)
+			loadgen.Report(out, "  in the second half", r.LagLate)
 			if r.LagStopped != "" {
 				fmt.Fprintf(out, "%-28s %s\n", "lag probes stopped", r.LagStopped)
 			}

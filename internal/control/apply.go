@@ -36,10 +36,16 @@ const alertRefresh = 30 * time.Second
 const resolvedKeep = 24 * time.Hour
 
 // apply turns a decision into the change that persists it.
-func (c *Controller) apply(ch *change, in *input, d sched.Decision) {
+func (c *Controller) apply(ch *change, in *input, d sched.Decision) (written int) {
 	now := ch.now
+	allocs := 0
 	for _, b := range d.Binds {
+		if written > 0 && allocs+len(b.Parts) > c.cfg.MaxBindsPerPass {
+			break
+		}
 		c.bind(ch, in, b)
+		written++
+		allocs += len(b.Parts)
 	}
 	for _, s := range d.Stops {
 		for _, id := range s.Allocations {
@@ -96,6 +102,39 @@ func (c *Controller) apply(ch *change, in *input, d sched.Decision) {
 	}
 	putDoc(ch, in, docReservations, res)
 	c.applyAlerts(ch, in, d.Alerts)
+	return written
+}
+
+// deferBinds leaves d's binds past the first written to the next pass:
+// they become pending entries ahead of the pass's queue (they ranked
+// ahead of it), so a job in them says why it is not running yet.
+func (c *Controller) deferBinds(d *sched.Decision, written int) {
+	rest := d.Binds[written:]
+	if len(rest) == 0 {
+		return
+	}
+	allocs := 0
+	for _, b := range d.Binds[:written] {
+		allocs += len(b.Parts)
+	}
+	why := &sched.Reason{Code: sched.ReasonUnschedulable, Constraint: "max_binds_per_pass",
+		Message: fmt.Sprintf("placed, not yet written: this pass wrote its first %d allocations (control.max_binds_per_pass is %d); the next pass places it again", allocs, c.cfg.MaxBindsPerPass)}
+	var ahead []sched.Pending
+	for _, b := range rest {
+		if b.Grow {
+			continue // a running job; its growth is not a wait
+		}
+		p := sched.Pending{Kind: b.Kind, OwnerID: b.OwnerID, Reason: why}
+		if b.Kind == model.OwnerInference {
+			p.Replica, p.Missing = b.Replica, 1
+		}
+		ahead = append(ahead, p)
+	}
+	d.Pending = append(ahead, d.Pending...)
+	d.Binds = d.Binds[:written]
+	if m := c.cfg.Metrics; m != nil {
+		m.BindsDeferred(len(rest))
+	}
 }
 
 func (c *Controller) bind(ch *change, in *input, b sched.Bind) {

@@ -29,6 +29,15 @@ type Config struct {
 	// default 1 s. A pass longer than a quarter tick stretches it to four
 	// passes (idleWait).
 	Tick time.Duration
+	// MaxBindsPerPass caps the allocations one pass writes; default 1000.
+	// Binds past it, in the decision's order (inference, then training by
+	// rank, then growth), wait for the next pass, which places them again
+	// on the table the first ones left. A fleet of 12,500 nodes coming up
+	// beside 100k pending jobs was one pass binding 29k jobs: a 58k-write
+	// transaction that held etcd for 11 s, and every submit, heartbeat and
+	// decision behind it. A gang is never split: one larger than the cap
+	// is written alone.
+	MaxBindsPerPass int
 	// StopGrace is the deadline for stops that are not preemptions
 	// (scale-down, relocation, cancel of non-preemptible work); default 30 s.
 	StopGrace time.Duration
@@ -59,6 +68,9 @@ type Observer interface {
 	PassDone(d time.Duration)
 	ApplyDone(d time.Duration, err error)
 	HeartbeatLag(d time.Duration)
+	// BindsDeferred counts binds a pass left to the next one
+	// (MaxBindsPerPass).
+	BindsDeferred(n int)
 }
 
 // CheckRetention refuses a job retention longer than the usage
@@ -105,6 +117,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Tick == 0 {
 		c.Tick = time.Second
+	}
+	if c.MaxBindsPerPass == 0 {
+		c.MaxBindsPerPass = 1000
 	}
 	if c.StopGrace == 0 {
 		c.StopGrace = 30 * time.Second

@@ -41,6 +41,7 @@ type controlFile struct {
 	MassLossFraction  float64       `yaml:"mass_loss_fraction"`
 	JobRetention      time.Duration `yaml:"job_retention"`
 	UsageRetention    time.Duration `yaml:"usage_retention"`
+	MaxBindsPerPass   int           `yaml:"max_binds_per_pass"`
 }
 
 // LoadFile reads and validates a config file into cfg (which keeps what
@@ -77,6 +78,9 @@ func LoadFile(path string, cfg *Config) error {
 			return fmt.Errorf("%s: control.%s: %v: must not be negative", path, d.key, d.v)
 		}
 	}
+	if c.MaxBindsPerPass < 0 {
+		return fmt.Errorf("%s: control.max_binds_per_pass: %d: expected a positive number of allocations (0 or unset: 1000)", path, c.MaxBindsPerPass)
+	}
 	if c.MassLossFraction < 0 || c.MassLossFraction > 1 {
 		return fmt.Errorf("%s: control.mass_loss_fraction: %g: expected a fraction between 0 and 1", path, c.MassLossFraction)
 	}
@@ -101,6 +105,9 @@ func LoadFile(path string, cfg *Config) error {
 	set(&cfg.StopGrace, c.StopGrace)
 	if c.MassLossFraction > 0 {
 		cfg.MassLossFraction = c.MassLossFraction
+	}
+	if c.MaxBindsPerPass > 0 {
+		cfg.MaxBindsPerPass = c.MaxBindsPerPass
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ func TestLoadFileSetsEveryKnob(t *testing.T) {
 		"control.stop_grace 30s":        cfg.StopGrace == 30*time.Second,
 		"control.job_retention 24h":     cfg.JobRetention == 24*time.Hour,
 		"control.usage_retention 90d":   cfg.UsageRetention == 90*24*time.Hour,
+		"control.max_binds_per_pass":    cfg.MaxBindsPerPass == 1000,
 	}
 	for what, ok := range checks {
 		if !ok {
@@ -72,6 +73,7 @@ func TestLoadFileNamesTheKey(t *testing.T) {
 		{"fraction", "scheduler:\n  storage:\n    budget_fraction: 2\n", "scheduler.storage.budget_fraction"},
 		{"frag target", "scheduler:\n  frag_target: 99\n", "scheduler.frag_target"},
 		{"negative hold size", "scheduler:\n  hold_min_gpus: -8\n", "scheduler.hold_min_gpus"},
+		{"negative bind cap", "control:\n  max_binds_per_pass: -1\n", "control.max_binds_per_pass"},
 		{"lost before two beats", "control:\n  heartbeat_interval: 5s\n  lost_after: 6s\n", "control.lost_after"},
 		{"quota max under guarantee", "quotas:\n  - scope: ml\n    guaranteed_gpus: 8\n    max_gpus: 4\n", "quotas[0].max_gpus"},
 		{"quota key typo", "quotas:\n  - scope: ml\n    guarantee_gpus: 8\n", "guarantee_gpus"},

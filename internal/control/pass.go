@@ -45,8 +45,8 @@ type input struct {
 
 func readDoc[T any](v store.View, id string, out *T) []byte {
 	if e, ok := v.Get(store.Docs, id); ok {
-		json.Unmarshal(e.Value, out)
-		return e.Value
+		json.Unmarshal(e.Raw(), out)
+		return e.Raw()
 	}
 	return nil
 }
@@ -66,7 +66,7 @@ func (c *Controller) read() *input {
 		v.Each(store.Quotas, func(_ string, e store.Entry) { s.Quotas = append(s.Quotas, e.Obj.(model.Quota)) })
 		v.Each(store.Alerts, func(id string, e store.Entry) {
 			var a AlertRecord
-			if json.Unmarshal(e.Value, &a) == nil {
+			if json.Unmarshal(e.Raw(), &a) == nil {
 				in.alerts[id] = a
 			}
 		})
@@ -105,6 +105,8 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	now := c.cfg.Clock()
 	start := time.Now()
 	in := c.read()
+	t := passTimes{start: start, read: time.Since(start)}
+	defer t.logIfSlow(c, in)
 	ch := c.newChange(w, now)
 	mass := c.checkLiveness(ch, in.state.Nodes)
 	c.checkDeadlines(ch, in.state.Allocations)
@@ -115,10 +117,12 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	}
 	c.sweepUsage(ch)
 	c.sampleFleet(ch, in)
+	t.housekeeping = time.Since(start) - t.read
 	if !ch.empty() {
 		t0 := time.Now()
 		_, err := w.Commit(ctx, ch.txn)
-		c.observeApply(time.Since(t0), err)
+		t.commit, t.writes = time.Since(t0), ch.txn.Len()
+		c.observeApply(t.commit, err)
 		if err != nil {
 			c.sampledAt = time.Time{} // a sample in it was not written: read the table again
 		}
@@ -127,24 +131,52 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	t0 := time.Now()
 	d := sched.Plan(in.state, now)
 	planTime := time.Since(t0)
+	t.plan = planTime
 	if mass != nil {
 		d.Alerts = append(d.Alerts, *mass)
 	}
 	if m := c.cfg.Metrics; m != nil {
 		m.PlanDone(planTime)
 	}
-	c.remember(in, d, now, planTime)
+	t0 = time.Now()
 	ch = c.newChange(w, now)
-	c.apply(ch, in, d)
+	c.deferBinds(&d, c.apply(ch, in, d))
+	c.remember(in, d, now, planTime)
+	t.apply = time.Since(t0)
 	if ch.empty() {
 		c.observePass(start)
 		return nil
 	}
 	t0 = time.Now()
 	_, err := w.Commit(ctx, ch.txn)
-	c.observeApply(time.Since(t0), err)
+	t.commit, t.writes = time.Since(t0), ch.txn.Len()
+	c.observeApply(t.commit, err)
 	c.observePass(start)
 	return err
+}
+
+// SlowPass is the pass duration past which the loop logs where the time
+// went: four times the 250 ms a pass should take at fleet scale. A pass
+// that slow delays every decision behind it by as much, and its phases
+// say whether the table read, the plan or etcd is to blame.
+const SlowPass = time.Second
+
+// passTimes are one pass's phases, for the slow-pass log.
+type passTimes struct {
+	start                                   time.Time
+	read, housekeeping, plan, apply, commit time.Duration
+	writes                                  int
+}
+
+func (t *passTimes) logIfSlow(c *Controller, in *input) {
+	took := time.Since(t.start)
+	if took < SlowPass {
+		return
+	}
+	c.log.Warn("slow pass", "took", took.Round(time.Millisecond), "read", t.read.Round(time.Millisecond),
+		"housekeeping", t.housekeeping.Round(time.Millisecond), "plan", t.plan.Round(time.Millisecond),
+		"apply", t.apply.Round(time.Millisecond), "commit", t.commit.Round(time.Millisecond), "writes", t.writes,
+		"jobs", len(in.state.Jobs), "nodes", len(in.state.Nodes), "allocations", len(in.state.Allocations))
 }
 
 func (c *Controller) observePass(start time.Time) {

@@ -26,6 +26,10 @@ type HeartbeatResult struct {
 	// Lag is heartbeat-to-decision: from the heartbeat that reports an
 	// allocation exited to the job waiting for its GPUs being bound.
 	Lag Latencies
+	// LagLate is Lag over the probes of the run's second half: once a
+	// fleet that came up beside a queue has bound it, the lag of a fleet
+	// at work, not of one binding its backlog.
+	LagLate Latencies
 	// LagStopped says why the probes stopped before the run ended ("" if
 	// they did not): a figure of 0 probes must say why.
 	LagStopped string
@@ -65,13 +69,14 @@ func Heartbeats(ctx context.Context, c *client.Client, n, perPod int, interval, 
 		}()
 	}
 	type lagged struct {
-		d   []time.Duration
-		why string
+		d, late []time.Duration
+		why     string
 	}
 	lagCh := make(chan lagged, 1)
+	half := time.Now().Add(duration / 2)
 	go func() {
-		d, why := probeLag(ctx, c)
-		lagCh <- lagged{d, why}
+		d, late, why := probeLag(ctx, c, half)
+		lagCh <- lagged{d, late, why}
 	}()
 	t0 := time.Now()
 	// Each tick sends what the schedule owes by now: n nodes per
@@ -103,7 +108,7 @@ loop:
 	res.Duration = time.Since(t0)
 	res.Latency = summarize(lat)
 	l := <-lagCh
-	res.Lag, res.LagStopped = summarize(l.d), l.why
+	res.Lag, res.LagLate, res.LagStopped = summarize(l.d), summarize(l.late), l.why
 	return res, nil
 }
 
@@ -117,16 +122,23 @@ loop:
 // queue, the first one took over 10 s).
 const probeLimit = 60 * time.Second
 
-func probeLag(ctx context.Context, c *client.Client) ([]time.Duration, string) {
+// probePriority ranks the probe jobs ahead of the rest of the load: a
+// pass writes at most control.max_binds_per_pass allocations, in rank
+// order, so a probe at the back of a queue that is binding would measure
+// its wait behind the queue's binds, not the time from a heartbeat to
+// the decision it allows.
+const probePriority = 1000
+
+func probeLag(ctx context.Context, c *client.Client, half time.Time) (out, late []time.Duration, why string) {
 	// A model of its own per run: the other load asks for H100, so nothing
 	// else lands there.
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	probe := api.Heartbeat{NodeID: "lg-probe-" + run, BootEpoch: 1, Pod: "lg-probe", Model: "PROBE-" + run, GPUs: 1, CPUMilli: 1000, MemoryMiB: 1024}
 	if err := registerOne(ctx, c, probe); err != nil {
-		return nil, "registering the probe node: " + err.Error()
+		return nil, nil, "registering the probe node: " + err.Error()
 	}
 	submit := func(name string) (string, error) {
-		acc, err := c.SubmitJob(ctx, api.JobRequest{Name: name, GPUs: 1, Topology: "node", GPUModel: probe.Model, Command: []string{"true"}}, "")
+		acc, err := c.SubmitJob(ctx, api.JobRequest{Name: name, GPUs: 1, Topology: "node", GPUModel: probe.Model, Priority: probePriority, Command: []string{"true"}}, "")
 		return acc.JobID, err
 	}
 	stopped := func(what string, err error) string {
@@ -135,39 +147,42 @@ func probeLag(ctx context.Context, c *client.Client) ([]time.Duration, string) {
 		}
 		return what + ": " + err.Error()
 	}
-	var out []time.Duration
 	running, err := submit("probe-0")
 	if err != nil {
-		return out, stopped("submitting the first probe job", err)
+		return out, late, stopped("submitting the first probe job", err)
 	}
 	for k := 1; ctx.Err() == nil; k++ {
 		if err := waitRunning(ctx, c, running, 5*time.Millisecond, probeLimit); err != nil {
-			return out, stopped("probe job "+running+" not running", err)
+			return out, late, stopped("probe job "+running+" not running", err)
 		}
 		next, err := submit(fmt.Sprintf("probe-%d", k))
 		if err != nil {
-			return out, stopped("submitting a probe job", err)
+			return out, late, stopped("submitting a probe job", err)
 		}
 		j, err := c.Job(ctx, running)
 		if err != nil || len(j.Allocations) == 0 {
-			return out, stopped("reading probe job "+running, fmt.Errorf("%v (%d allocations)", err, len(j.Allocations)))
+			return out, late, stopped("reading probe job "+running, fmt.Errorf("%v (%d allocations)", err, len(j.Allocations)))
 		}
 		time.Sleep(200 * time.Millisecond) // let B settle into the queue
 		rep := probe
 		rep.Allocations = []model.ActualAlloc{{ID: j.Allocations[0].ID, State: model.ActualExited}}
 		t0 := time.Now()
 		if err := registerOne(ctx, c, rep); err != nil {
-			return out, stopped("the probe node's heartbeat", err)
+			return out, late, stopped("the probe node's heartbeat", err)
 		}
 		if err := waitRunning(ctx, c, next, 2*time.Millisecond, probeLimit); err != nil {
-			return out, stopped("probe job "+next+" not bound", err)
+			return out, late, stopped("probe job "+next+" not bound", err)
 		}
-		out = append(out, time.Since(t0))
+		lag := time.Since(t0)
+		out = append(out, lag)
+		if t0.After(half) {
+			late = append(late, lag)
+		}
 		running = next
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
 	}
-	return out, ""
+	return out, late, ""
 }

@@ -105,6 +105,10 @@ type SubmitResult struct {
 	Took                time.Duration
 	Window              int
 	FirstRate, LastRate float64 // submits a second over the first and last Window
+	// LastLatency is Latency over the last Window submits to return: a
+	// run that begins in a burst (a fleet binding its queue) and ends in
+	// steady work shows both.
+	LastLatency Latencies
 }
 
 // SubmitRun is Submit, also timing the first and last window submits
@@ -112,8 +116,11 @@ type SubmitResult struct {
 func SubmitRun(ctx context.Context, c *client.Client, clients, total int, rate float64, window int) (SubmitResult, error) {
 	var next atomic.Int64
 	var mu sync.Mutex
-	var all []time.Duration
-	var done []time.Time // when each submit returned, in the order they did
+	type returned struct {
+		at  time.Time
+		lat time.Duration
+	}
+	var done []returned // each submit, in the order they returned
 	var firstErr error
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -121,7 +128,6 @@ func SubmitRun(ctx context.Context, c *client.Client, clients, total int, rate f
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			var mine []time.Duration
 			var every time.Duration
 			if rate > 0 {
 				every = time.Duration(float64(clients) / rate * float64(time.Second))
@@ -147,25 +153,30 @@ func SubmitRun(ctx context.Context, c *client.Client, clients, total int, rate f
 					mu.Unlock()
 					break
 				}
-				mine = append(mine, time.Since(s))
+				lat := time.Since(s)
 				mu.Lock()
-				done = append(done, time.Now())
+				done = append(done, returned{s.Add(lat), lat})
 				mu.Unlock()
 			}
-			mu.Lock()
-			all = append(all, mine...)
-			mu.Unlock()
 		}(w)
 	}
 	wg.Wait()
-	res := SubmitResult{Latency: summarize(all), Took: time.Since(t0), Window: window}
+	lats := func(rs []returned) []time.Duration {
+		out := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			out[i] = r.lat
+		}
+		return out
+	}
+	res := SubmitResult{Latency: summarize(lats(done)), Took: time.Since(t0), Window: window}
 	if res.Window <= 0 {
 		res.Window = max(1, total/10)
 	}
 	if n := len(done); n >= 2*res.Window {
 		w := res.Window
-		res.FirstRate = float64(w) / done[w-1].Sub(t0).Seconds()
-		res.LastRate = float64(w) / done[n-1].Sub(done[n-1-w]).Seconds()
+		res.FirstRate = float64(w) / done[w-1].at.Sub(t0).Seconds()
+		res.LastRate = float64(w) / done[n-1].at.Sub(done[n-1-w].at).Seconds()
+		res.LastLatency = summarize(lats(done[n-w:]))
 	}
 	return res, firstErr
 }

@@ -18,6 +18,7 @@ type metrics struct {
 	plan, pass, apply, heartbeat *prometheus.HistogramVec
 	requests                     *prometheus.HistogramVec
 	applyErrors                  prometheus.Counter
+	bindsDeferred                prometheus.Counter
 	leader                       prometheus.Gauge
 	diskFreeBytes                prometheus.Gauge
 	fleet                        *fleetCollector
@@ -40,11 +41,13 @@ func NewMetrics(reg *prometheus.Registry) *metrics {
 			Help: "API request latency by route and status.", Buckets: buckets}, []string{"route", "code"}),
 		applyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_apply_errors_total",
 			Help: "Decisions whose transaction was refused (conflict or fence)."}),
+		bindsDeferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_binds_deferred_total",
+			Help: "Binds a pass decided but left to the next pass: it had written control.max_binds_per_pass allocations."}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_leader", Help: "1 while this server leads."}),
 		diskFreeBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_data_dir_free_bytes",
 			Help: "Free space on the data dir's filesystem (embedded etcd); writes are refused below the reserve."}),
 	}
-	reg.MustRegister(m.plan, m.pass, m.apply, m.heartbeat, m.requests, m.applyErrors, m.leader, m.diskFreeBytes,
+	reg.MustRegister(m.plan, m.pass, m.apply, m.heartbeat, m.requests, m.applyErrors, m.bindsDeferred, m.leader, m.diskFreeBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +67,7 @@ func (m *metrics) ApplyDone(d time.Duration, err error) {
 	}
 }
 func (m *metrics) HeartbeatLag(d time.Duration) { m.heartbeat.WithLabelValues().Observe(d.Seconds()) }
+func (m *metrics) BindsDeferred(n int)          { m.bindsDeferred.Add(float64(n)) }
 
 func (m *metrics) request(route string, code int, d time.Duration) {
 	if m == nil {
