@@ -17,7 +17,7 @@ func (c *Controller) Alert(id string) (AlertRecord, bool) {
 	ok := false
 	c.st.Cache().Read(func(v store.View) {
 		if e, found := v.Get(store.Alerts, id); found {
-			ok = json.Unmarshal(e.Value, &rec) == nil
+			ok = json.Unmarshal(e.Raw(), &rec) == nil
 		}
 	})
 	return rec, ok
@@ -29,7 +29,7 @@ func (c *Controller) Alerts() []AlertRecord {
 	c.st.Cache().Read(func(v store.View) {
 		v.Each(store.Alerts, func(_ string, e store.Entry) {
 			var rec AlertRecord
-			if json.Unmarshal(e.Value, &rec) == nil {
+			if json.Unmarshal(e.Raw(), &rec) == nil {
 				out = append(out, rec)
 			}
 		})

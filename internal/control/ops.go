@@ -130,7 +130,7 @@ func (c *Controller) idempotentJob(principal, key string) (idempotent, bool) {
 	ok := false
 	c.st.Cache().Read(func(v store.View) {
 		if e, found := v.Get(store.Idempotency, idemKey(principal, key)); found {
-			ok = json.Unmarshal(e.Value, &rec) == nil
+			ok = json.Unmarshal(e.Raw(), &rec) == nil
 		}
 	})
 	return rec, ok

@@ -142,7 +142,7 @@ func (s *Server) authenticate(r *http.Request) (*Principal, string) {
 		p = c.(cachedPrincipal).p
 	} else {
 		var rec tokenRecord
-		if json.Unmarshal(e.Value, &rec) != nil {
+		if json.Unmarshal(e.Raw(), &rec) != nil {
 			return nil, unknown
 		}
 		kind, scope, err := ParseRole(rec.Role)
@@ -229,7 +229,7 @@ func (s *Server) Tokens() []api.Token {
 	s.st.Cache().Read(func(v store.View) {
 		v.Each(store.Tokens, func(_ string, e store.Entry) {
 			var rec tokenRecord
-			if json.Unmarshal(e.Value, &rec) == nil {
+			if json.Unmarshal(e.Raw(), &rec) == nil {
 				out = append(out, rec.view(now))
 			}
 		})
@@ -253,7 +253,7 @@ func (s *Server) RevokeToken(ctx context.Context, id string) (api.Token, error) 
 	s.st.Cache().Read(func(v store.View) {
 		v.Each(store.Tokens, func(k string, e store.Entry) {
 			var t tokenRecord
-			if json.Unmarshal(e.Value, &t) != nil {
+			if json.Unmarshal(e.Raw(), &t) != nil {
 				return
 			}
 			if t.Role == RoleAdmin && !t.view(now).Expired {

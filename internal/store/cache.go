@@ -16,25 +16,28 @@ import (
 
 // Entry is one key of the table as of the cache's revision.
 type Entry struct {
-	// Value is the stored JSON for the kinds the cache does not decode
-	// (alerts, tokens, idempotency keys, docs); nil for the model kinds,
-	// whose Obj is kept instead: at a million jobs the JSON beside the
-	// decoded job was most of a gigabyte. Raw gives either as JSON.
-	Value     []byte
 	ModRev    int64
 	CreateRev int64
 	// Obj is the decoded value for the model kinds (model.Node, *model.Job,
 	// model.Deployment, model.Allocation, model.Quota, model.UsageRecord,
-	// model.Sample); nil otherwise. A job is a pointer shared with the
-	// control loop: never modify it.
+	// model.Sample), and the stored JSON, a []byte, for the kinds the
+	// cache does not decode (alerts, tokens, idempotency keys, docs): at a
+	// million jobs the JSON beside the decoded job was most of a gigabyte,
+	// and a field for it, empty for every job, was 24 of the 72 bytes an
+	// entry takes in its table. Raw gives either as JSON. A job is a
+	// pointer shared with the control loop: never modify it.
 	Obj any
 }
 
 // Raw is the entry as JSON: its stored value, or its object encoded
-// again (which reads back as the same object).
+// again (which reads back as the same object). A stored value is the
+// cache's own: read it, never modify it.
 func (e Entry) Raw() []byte {
-	if e.Value != nil || e.Obj == nil {
-		return e.Value
+	switch o := e.Obj.(type) {
+	case nil:
+		return nil
+	case []byte:
+		return o
 	}
 	b, _ := json.Marshal(e.Obj)
 	return b
@@ -214,6 +217,7 @@ func decode(k Kind, b []byte) (any, error) {
 		if err := json.Unmarshal(b, &j); err != nil {
 			return nil, err
 		}
+		internJob(&j)
 		return &j, nil
 	case Deployments:
 		return decodeAs[model.Deployment](b)
@@ -306,12 +310,17 @@ func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
 		s.log.Error("table: undecodable value left out of the cache", "key", string(kv.Key), "err", err)
 		return
 	}
+	if j, ok := obj.(*model.Job); ok && j.ID == id {
+		// The job's own id, not a slice of the key: the key string
+		// (prefix, table and id) is then garbage, not kept per job.
+		id = j.ID
+	}
 	c.remove(k, id)
 	c.kindRev[k] = max(c.kindRev[k], kv.ModRevision)
 	c.journals[k].record(kv.ModRevision, id)
-	e := Entry{Value: kv.Value, ModRev: kv.ModRevision, CreateRev: kv.CreateRevision, Obj: obj}
-	if obj != nil {
-		e.Value = nil
+	e := Entry{ModRev: kv.ModRevision, CreateRev: kv.CreateRevision, Obj: obj}
+	if obj == nil {
+		e.Obj = kv.Value
 	}
 	c.tables[k][id] = e
 	switch o := obj.(type) {

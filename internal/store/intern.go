@@ -1,0 +1,43 @@
+package store
+
+import (
+	"unique"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// internJob makes the strings a decoded job shares with many others (its
+// org, team, user, owner, state, topology, GPU models, event names, image
+// and command) the one canonical copy of each: JSON decoding allocates a
+// fresh copy of every string, and a million jobs of a few teams kept a
+// million copies of "pending" and of each team's name. unique is the
+// standard library's interning: safe for concurrent use, and its table
+// holds its entries weakly, so names no job uses any more are collected.
+// Ids, names and details stay as decoded: they are the job's own.
+func internJob(j *model.Job) {
+	in := func(s *string) {
+		if *s != "" {
+			*s = unique.Make(*s).Value()
+		}
+	}
+	for _, s := range []*string{&j.Org, &j.Team, &j.User, &j.Owner, &j.Shape.MIGProfile} {
+		in(s)
+	}
+	j.State = model.JobState(unique.Make(string(j.State)).Value())
+	j.Shape.Topology = model.Topology(unique.Make(string(j.Shape.Topology)).Value())
+	for i := range j.Shape.Models {
+		in(&j.Shape.Models[i])
+	}
+	for i := range j.History {
+		in(&j.History[i].Event)
+	}
+	for i := range j.Ran {
+		in(&j.Ran[i].NodeID)
+	}
+	if w := j.Workload; w != nil {
+		in(&w.Image)
+		for i := range w.Command {
+			in(&w.Command[i])
+		}
+	}
+}
