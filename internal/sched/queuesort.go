@@ -44,7 +44,8 @@ func sortQueue(q []queued) []int32 {
 	bufs := keyedPool.Get().(*keyedBufs)
 	defer keyedPool.Put(bufs)
 	if cap(bufs.keys) < len(q) {
-		bufs.keys, bufs.tmp = make([]keyed, len(q)), make([]keyed, len(q))
+		c := withHeadroom(len(q))
+		bufs.keys, bufs.tmp = make([]keyed, c), make([]keyed, c)
 	}
 	keys := bufs.keys[:len(q)]
 	for i := range q {

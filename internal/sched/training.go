@@ -50,7 +50,8 @@ func (p *planner) queue() []queued {
 	p.queueBufs = bufs
 	n := len(p.s.Jobs) - len(p.jobs)
 	if cap(bufs.table) < n {
-		bufs.table, bufs.ranked = make([]queued, 0, n), make([]queued, n)
+		c := withHeadroom(n)
+		bufs.table, bufs.ranked = make([]queued, 0, c), make([]queued, c)
 	}
 	q := bufs.table[:0]
 	for i := range p.s.Jobs {
@@ -293,6 +294,14 @@ func (p *planner) pend(id string, why *Reason, prio Priority) {
 	p.prios = append(p.prios, prio) // one allocation for all, not one each
 	p.d.Pending = append(p.d.Pending, Pending{Kind: model.OwnerTraining, OwnerID: id, Reason: why, Priority: &p.prios[len(p.prios)-1]})
 }
+
+// withHeadroom is the capacity a pooled buffer for n entries is made
+// with: a quarter more. A table that grows by a few hundred jobs a pass
+// would otherwise outgrow its buffers every pass, and at 650k pending
+// each pass threw away 150 MB of them; allocated while a collection
+// marks, they count as live for it, and the heap goal (so RSS) rose by
+// several of them.
+func withHeadroom(n int) int { return n + n/4 + 1024 }
 
 // queueBufs are a pass's queue in table order and in rank order, kept
 // for the next pass: a million entries of fresh memory each pass cost
