@@ -106,8 +106,10 @@ func (c *Controller) apply(ch *change, in *input, d sched.Decision) (written int
 }
 
 // deferBinds leaves d's binds past the first written to the next pass:
-// they become pending entries ahead of the pass's queue (they ranked
-// ahead of it), so a job in them says why it is not running yet.
+// they become pending entries, so a job in them says why it is not
+// running yet. For the one pass until the next, the reservations doc may
+// still list a deferred backfill inside its reservation, and the
+// fleet's figures count its GPUs as taken.
 func (c *Controller) deferBinds(d *sched.Decision, written int) {
 	rest := d.Binds[written:]
 	if len(rest) == 0 {
@@ -119,18 +121,22 @@ func (c *Controller) deferBinds(d *sched.Decision, written int) {
 	}
 	why := &sched.Reason{Code: sched.ReasonUnschedulable, Constraint: "max_binds_per_pass",
 		Message: fmt.Sprintf("placed, not yet written: this pass wrote its first %d allocations (control.max_binds_per_pass is %d); the next pass places it again", allocs, c.cfg.MaxBindsPerPass)}
-	var ahead []sched.Pending
+	// Training goes ahead of the queue (Position counts it there);
+	// replicas go after it, so that a deployment whose later replica
+	// waits on something else (a budget page) still says that: the
+	// snapshot keeps a deployment's first entry.
+	var ahead, replicas []sched.Pending
 	for _, b := range rest {
-		if b.Grow {
-			continue // a running job; its growth is not a wait
+		switch {
+		case b.Grow:
+			// a running job; its growth is not a wait
+		case b.Kind == model.OwnerInference:
+			replicas = append(replicas, sched.Pending{Kind: b.Kind, OwnerID: b.OwnerID, Replica: b.Replica, Missing: 1, Reason: why})
+		default: // training, bound or backfilled: a pending job either way
+			ahead = append(ahead, sched.Pending{Kind: model.OwnerTraining, OwnerID: b.OwnerID, Reason: why})
 		}
-		p := sched.Pending{Kind: b.Kind, OwnerID: b.OwnerID, Reason: why}
-		if b.Kind == model.OwnerInference {
-			p.Replica, p.Missing = b.Replica, 1
-		}
-		ahead = append(ahead, p)
 	}
-	d.Pending = append(ahead, d.Pending...)
+	d.Pending = append(append(ahead, d.Pending...), replicas...)
 	d.Binds = d.Binds[:written]
 	if m := c.cfg.Metrics; m != nil {
 		m.BindsDeferred(len(rest))

@@ -72,8 +72,9 @@ func TestBindsPastTheCapWaitForTheNextPass(t *testing.T) {
 	})
 }
 
-// A deferred bind becomes a pending entry ahead of the queue, with a
-// reason that names the cap; a running job's growth is not a wait.
+// A deferred bind becomes a pending entry with a reason that names the
+// cap: training ahead of the queue, a replica after it; a running job's
+// growth is not a wait.
 func TestDeferredBindsSayWhy(t *testing.T) {
 	c := New(nil, Config{MaxBindsPerPass: 2})
 	part := sched.Part{Node: "n1", GPUs: model.FullMask(1)}
@@ -81,6 +82,7 @@ func TestDeferredBindsSayWhy(t *testing.T) {
 		Binds: []sched.Bind{
 			{Kind: model.OwnerInference, OwnerID: "chat", Replica: 0, Placement: sched.Placement{Parts: []sched.Part{part}}},
 			{Kind: model.OwnerTraining, OwnerID: "a", Placement: sched.Placement{Parts: []sched.Part{part, part}}},
+			{Kind: model.OwnerBackfill, OwnerID: "b", Reservation: "big", Placement: sched.Placement{Parts: []sched.Part{part}}},
 			{Kind: model.OwnerInference, OwnerID: "chat", Replica: 1, Placement: sched.Placement{Parts: []sched.Part{part}}},
 			{Kind: model.OwnerTraining, OwnerID: "grow", Grow: true, Placement: sched.Placement{Parts: []sched.Part{part}}},
 		},
@@ -97,7 +99,7 @@ func TestDeferredBindsSayWhy(t *testing.T) {
 			t.Errorf("%s's reason: %+v, want one naming max_binds_per_pass", p.OwnerID, p.Reason)
 		}
 	}
-	want := fmt.Sprint([]string{"training/a/0/0", "inference/chat/1/1", "training/queued/0/0"})
+	want := fmt.Sprint([]string{"training/a/0/0", "training/b/0/0", "training/queued/0/0", "inference/chat/1/1"})
 	if fmt.Sprint(got) != want {
 		t.Errorf("pending: %v, want %v", got, want)
 	}

@@ -118,7 +118,7 @@ func (c Config) withDefaults() Config {
 	if c.Tick == 0 {
 		c.Tick = time.Second
 	}
-	if c.MaxBindsPerPass == 0 {
+	if c.MaxBindsPerPass <= 0 {
 		c.MaxBindsPerPass = 1000
 	}
 	if c.StopGrace == 0 {

@@ -50,7 +50,7 @@ func TestLoadFileSetsEveryKnob(t *testing.T) {
 		"control.stop_grace 30s":        cfg.StopGrace == 30*time.Second,
 		"control.job_retention 24h":     cfg.JobRetention == 24*time.Hour,
 		"control.usage_retention 90d":   cfg.UsageRetention == 90*24*time.Hour,
-		"control.max_binds_per_pass":    cfg.MaxBindsPerPass == 1000,
+		"control.max_binds_per_pass":    cfg.MaxBindsPerPass == 2000,
 	}
 	for what, ok := range checks {
 		if !ok {

@@ -13,7 +13,13 @@ import (
 // million copies of "pending" and of each team's name. unique is the
 // standard library's interning: safe for concurrent use, and its table
 // holds its entries weakly, so names no job uses any more are collected.
-// Ids, names and details stay as decoded: they are the job's own.
+// Weakly means a canonical copy is dropped from the table at a
+// collection once no handle to it is left (the jobs keep its bytes), and
+// the next decode makes a new one: a common string has a copy per
+// collection cycle, a few hundred over a million submits, not one per
+// job. Keeping handles would pin every image and command ever seen,
+// which a tenant could grow without bound. Ids, names and details stay
+// as decoded: they are the job's own.
 func internJob(j *model.Job) {
 	in := func(s *string) {
 		if *s != "" {

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"runtime"
 	"testing"
+	"unique"
 	"unsafe"
 
 	"github.com/berthsched/berth/internal/model"
@@ -23,7 +25,15 @@ func TestDecodedJobsShareTheirCommonStrings(t *testing.T) {
 			`"shape":{"gpus":8,"topology":"node","models":["H100"]},"history":[{"at":"2030-01-01T00:00:00Z","event":"submitted"}],` +
 			`"workload":{"image":"train:1","command":["python","train.py"]}}`
 	}
+	// The test holds a handle to each common string, as the jobs of a
+	// busy table do in effect: a collection between the two decodes
+	// would otherwise drop the canonical copy (see internJob).
+	var hold []unique.Handle[string]
+	for _, s := range []string{"ml", "vision", "ana", "team:vision", "pending", "node", "H100", "submitted", "train:1", "train.py"} {
+		hold = append(hold, unique.Make(s))
+	}
 	a, b := dec(body("j-1")), dec(body("j-2"))
+	runtime.KeepAlive(hold)
 	same := func(what, x, y string) {
 		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
 			t.Errorf("%s: %q and %q are two copies", what, x, y)
