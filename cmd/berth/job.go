@@ -149,7 +149,7 @@ func newJobSubmitCmd(conn *connFlags) *cobra.Command {
 	f.StringVar(&req.Image, "image", "", "OCI image to run the command in (the agent runs it with podman; with no command after --, the image's entrypoint)")
 	f.StringArrayVar(&env, "env", nil, "NAME=value for the job's environment (repeatable)")
 	f.StringVar(&key, "idempotency-key", "", "retry-safe submit: the same key returns the same job")
-	f.IntVar(&elastic.min, "elastic-min", 0, "elastic: the fewest GPUs the job runs at (whole 8-GPU nodes); --gpus is then its maximum")
+	f.IntVar(&elastic.min, "elastic-min", 0, "elastic: the fewest GPUs the job runs at (whole 8-GPU nodes for pod and any, single GPUs of its one node for node); --gpus is then its maximum")
 	f.IntSliceVar(&elastic.sizes, "elastic-sizes", nil, "elastic: the only sizes it runs at, ascending from --elastic-min to --gpus (e.g. 64,128,256)")
 	out.add(cmd)
 	return cmd
@@ -352,6 +352,9 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 				}
 				if e := j.Elastic; e != nil {
 					sizes := "every 8 GPUs"
+					if j.Shape.Topology == model.TopologyNode {
+						sizes = "every size, on its one node"
+					}
 					if len(e.Sizes) > 0 {
 						sizes = fmt.Sprint(e.Sizes)
 					}

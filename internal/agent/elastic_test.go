@@ -150,3 +150,97 @@ func (f *fleet) why(j api.Job) string {
 	}
 	return b.String()
 }
+
+// TestElasticNodeJobShrinksAndGrowsOnItsNode: a 2-8 GPU `node` job on one
+// real agent starts at 8 as two workers of its one node (its minimum and
+// its growth, each an allocation with its own GPUs); a replica that needs
+// 4 of those GPUs shrinks it to 2 (the growth worker checkpoints and
+// exits, the other is told), and when the replica goes the job grows back
+// to 8 on the same node. A shrink gives back whole allocations, so the
+// job gives up its 6-GPU growth for the replica's 4 and grows again into
+// the 2 the replica leaves.
+func TestElasticNodeJobShrinksAndGrowsOnItsNode(t *testing.T) {
+	f := newFleet(t)
+	ra := f.startAgent("eln-1", "")
+	job := f.submit(api.JobRequest{Name: "elastic-node", GPUs: 8, Topology: "node", Elastic: &model.Elastic{MinGPUs: 2, MaxGPUs: 8},
+		Checkpoint: &api.CheckpointRequest{Path: t.TempDir(), Bytes: 1 << 20}},
+		"train", "-elastic", "-steps", "1000000", "-step-time", "20ms")
+	logOf := func(alloc string) string { return readLog(t, ra, alloc, "stdout.log") }
+	live := func(j api.Job) []model.Allocation {
+		var out []model.Allocation
+		for _, a := range j.Allocations {
+			if !a.Stopping {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	var first []model.Allocation
+	eventually(t, "the job running at 8 as two workers of one node", func() error {
+		j := f.job(job)
+		first = live(j)
+		if j.State != model.JobRunning || j.Size != 8 || len(first) != 2 {
+			return fmt.Errorf("state %s size %d allocations %+v; %s", j.State, j.Size, first, f.why(j))
+		}
+		if first[0].GPUs&first[1].GPUs != 0 || first[0].GPUs.Count()+first[1].GPUs.Count() != 8 {
+			return fmt.Errorf("the workers' GPUs overlap or miss some: %s and %s", first[0].GPUs, first[1].GPUs)
+		}
+		for _, a := range first {
+			if !strings.Contains(logOf(a.ID), "elastic: running at 8 GPUs") {
+				return fmt.Errorf("%s log: %q", a.ID, tail(logOf(a.ID)))
+			}
+		}
+		return nil
+	})
+	min := first[0]
+	if min.GPUs.Count() != 2 {
+		min = first[1]
+	}
+
+	one := 1
+	dep := api.DeploymentRequest{Name: "chat", Model: "m", Team: "t", MinReplicas: 1, MaxReplicas: 1, Desired: &one,
+		ReplicaShape: api.ReplicaShape{GPUs: 4, Topology: "node"},
+		Command:      []string{os.Args[0]}, Env: map[string]string{"BERTH_TEST_WORKLOAD": "serve"}}
+	if err := f.api.Do(context.Background(), "POST", "/v1/deployments", dep, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the job shrunk to 2 for the replica, then at 4 beside it", func() error {
+		j := f.job(job)
+		l := live(j)
+		if !hasHistory(j, "shrinking", "8 to 2 GPUs for chat") {
+			return fmt.Errorf("no shrink in the history; %s", f.why(j))
+		}
+		if j.State != model.JobRunning || j.Size != 4 || len(l) != 2 || !slices.ContainsFunc(l, func(a model.Allocation) bool { return a.ID == min.ID }) {
+			return fmt.Errorf("state %s size %d allocations %+v; %s", j.State, j.Size, l, f.why(j))
+		}
+		if s := logOf(min.ID); !strings.Contains(s, "resized: 8 to 2 GPUs") || !strings.Contains(s, "resized: 2 to 4 GPUs") {
+			return fmt.Errorf("survivor %s log has not both resizes: %q", min.ID, tail(s))
+		}
+		return nil
+	})
+	for _, a := range first {
+		if a.ID != min.ID && !strings.Contains(logOf(a.ID), "SIGTERM: checkpointed") {
+			t.Errorf("the growth worker %s did not checkpoint on its way out: %q", a.ID, tail(logOf(a.ID)))
+		}
+	}
+
+	if err := f.api.Do(context.Background(), "DELETE", "/v1/deployments/chat", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the job grown back to 8 on its node", func() error {
+		j := f.job(job)
+		l := live(j)
+		if j.State != model.JobRunning || j.Size != 8 || len(l) != 3 {
+			return fmt.Errorf("state %s size %d allocations %+v; %s", j.State, j.Size, l, f.why(j))
+		}
+		if s := logOf(min.ID); !strings.Contains(s, "resized: 4 to 8 GPUs") {
+			return fmt.Errorf("survivor log has no growth: %q", tail(s))
+		}
+		return nil
+	})
+	f.api.CancelJob(t.Context(), job)
+}
+
+func hasHistory(j api.Job, event, detail string) bool {
+	return slices.ContainsFunc(j.History, func(e model.Event) bool { return e.Event == event && strings.Contains(e.Detail, detail) })
+}

@@ -6,11 +6,23 @@ import (
 	"time"
 )
 
-// ElasticStep is the unit an elastic job grows and shrinks by: one whole
-// 8-GPU node. A multi-node gang that gains or loses part of a node would
-// share that node's NVLink domain with a stranger and gain nothing from
-// it; whole nodes keep every size shape-aligned (§6).
+// ElasticStep is the unit a multi-node elastic job (`pod` or `any`)
+// grows and shrinks by: one whole 8-GPU node. A multi-node gang that
+// gains or loses part of a node would share that node's NVLink domain with
+// a stranger and gain nothing from it; whole nodes keep every size
+// shape-aligned (§6). A `node` job lives inside one NVLink domain and
+// changes by single GPUs there (StepOf).
 const ElasticStep = 8
+
+// StepOf is the unit an elastic job of topology t changes size by: one
+// GPU for a `node` job (it grows on its own node only), ElasticStep for
+// the others.
+func StepOf(t Topology) int {
+	if t == TopologyNode {
+		return 1
+	}
+	return ElasticStep
+}
 
 // Elastic says a training job runs at any allowed size between MinGPUs and
 // MaxGPUs (§9.4): it starts as soon as MinGPUs fit, grows into GPUs nothing
@@ -40,9 +52,13 @@ const MaxResizes = 32
 // Validate checks the elastic range against the job's shape; prefix names
 // the enclosing field.
 func (e *Elastic) Validate(prefix string, s *Shape) error {
+	unit := StepOf(s.Topology)
 	step := func(field string, n int) error {
-		if n < ElasticStep || n%ElasticStep != 0 {
-			return fmt.Errorf("%s%s: %d: expected a positive multiple of %d (an elastic job grows and shrinks by whole %d-GPU nodes)", prefix, field, n, ElasticStep, ElasticStep)
+		switch {
+		case unit == 1 && (n < 1 || n > MaxGPUsPerNode):
+			return fmt.Errorf("%s%s: %d: expected 1 to %d GPUs (a node job grows and shrinks inside its one node)", prefix, field, n, MaxGPUsPerNode)
+		case unit > 1 && (n < unit || n%unit != 0):
+			return fmt.Errorf("%s%s: %d: expected a positive multiple of %d (a %s elastic job grows and shrinks by whole %d-GPU nodes)", prefix, field, n, unit, s.Topology, unit)
 		}
 		return nil
 	}
@@ -55,12 +71,10 @@ func (e *Elastic) Validate(prefix string, s *Shape) error {
 	switch {
 	case e.MinGPUs >= e.MaxGPUs:
 		return fmt.Errorf("%smax_gpus: %d must be above min_gpus %d (a job of one size is not elastic)", prefix, e.MaxGPUs, e.MinGPUs)
-	case s.Topology == TopologyNode:
-		return fmt.Errorf("%stopology: an elastic job spans whole nodes: expected pod or any, not node", prefix)
 	case s.Fraction():
-		return fmt.Errorf("%sgpu_milli: a share of one GPU cannot be elastic", prefix)
+		return fmt.Errorf("shape.gpu_milli: a share of one GPU cannot be elastic")
 	case s.GPUs != e.MaxGPUs:
-		return fmt.Errorf("%sgpus: %d must equal elastic max_gpus %d (the size the job is declared at)", prefix, s.GPUs, e.MaxGPUs)
+		return fmt.Errorf("shape.gpus: %d must equal %smax_gpus %d (the size the job is declared at)", s.GPUs, prefix, e.MaxGPUs)
 	}
 	for i, n := range e.Sizes {
 		f := fmt.Sprintf("sizes[%d]", i)
@@ -80,27 +94,15 @@ func (e *Elastic) Validate(prefix string, s *Shape) error {
 	return nil
 }
 
-// Allowed reports whether the job may run at n GPUs.
-func (e *Elastic) Allowed(n int) bool {
-	if n < e.MinGPUs || n > e.MaxGPUs {
-		return false
-	}
-	if len(e.Sizes) > 0 {
-		_, ok := slices.BinarySearch(e.Sizes, n)
-		return ok
-	}
-	return n%ElasticStep == 0
-}
-
 // AtMost is the largest allowed size no bigger than n, 0 when n is below
-// MinGPUs.
-func (e *Elastic) AtMost(n int) int {
+// MinGPUs; step is the job's topology's (StepOf).
+func (e *Elastic) AtMost(n, step int) int {
 	n = min(n, e.MaxGPUs)
 	if n < e.MinGPUs {
 		return 0
 	}
 	if len(e.Sizes) == 0 {
-		return n / ElasticStep * ElasticStep
+		return n / step * step
 	}
 	i, ok := slices.BinarySearch(e.Sizes, n)
 	if ok {

@@ -13,8 +13,9 @@ import (
 // things are its own:
 //
 //   - growth: after the queue has had its turn, GPUs nothing placed or
-//     held are given to elastic jobs below their maximum, whole nodes
-//     beside the ones they run on (the same pod for `pod`), in rank order.
+//     held are given to elastic jobs below their maximum, in rank order:
+//     whole nodes beside the ones they run on (the same pod for `pod`),
+//     or, for a `node` job, more GPUs of its own node, never another.
 //     A job bound this pass grows inside its bind (no restart); a running
 //     one grows by a Bind marked Grow, which the workload joins at its
 //     next checkpoint.
@@ -49,8 +50,15 @@ func (p *planner) splitGrowth(order []*victim) []*victim {
 			continue // a resize or preemption is in flight: wait for it
 		}
 		allocs := slices.Clone(v.allocs)
+		// Oldest first; of allocations made together (one bind), the
+		// smallest first: a node job bound at once is its minimum and its
+		// growth as two parts of one node, and keeping the minimum's part
+		// leaves the most to give back.
 		slices.SortFunc(allocs, func(x, y model.Allocation) int {
 			if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(x.GPUs.Count(), y.GPUs.Count()); c != 0 {
 				return c
 			}
 			return cmp.Compare(x.ID, y.ID)
@@ -170,10 +178,15 @@ func (p *planner) growOne(c growCand) {
 	ns := &p.ix.nodes[anchor]
 	g := p.ix.groups[ns.group]
 	u, room := unit{g: g, pod: -1, node: -1}, g.free
-	if j.Shape.Topology == model.TopologyPod {
+	switch j.Shape.Topology {
+	case model.TopologyPod:
 		u.pod, room = ns.pod, g.pods[ns.pod].free
+	case model.TopologyNode:
+		// One NVLink domain: growth is more GPUs of the same node.
+		u.node, room = anchor, ns.free.Count()
 	}
-	for size := e.AtMost(cur + room); size > cur; size = e.AtMost(size - 1) {
+	step := model.StepOf(j.Shape.Topology)
+	for size := e.AtMost(cur+room, step); size > cur; size = e.AtMost(size-1, step) {
 		extra := size - cur
 		borrowed, why := p.quota.admit(j, extra)
 		if why != nil {
@@ -184,7 +197,7 @@ func (p *planner) growOne(c growCand) {
 		req.CPUMilli, req.MemoryMiB = share(j.Shape.CPUMilli, extra, j.Shape.GPUs), share(j.Shape.MemoryMiB, extra, j.Shape.GPUs)
 		cp := p.ix.Checkpoint()
 		pl, ok := p.ix.placeUnit(u, &req, p.cfg.Pools, placeOpts{exclude: p.exclude})
-		if !ok || !p.wholeNodes(pl.Parts) {
+		if !ok || step == model.ElasticStep && !p.wholeNodes(pl.Parts) {
 			p.ix.Rollback(cp)
 			continue
 		}

@@ -195,8 +195,17 @@ func TestElasticValidation(t *testing.T) {
 		{"valid", func(*model.Job) {}, ""},
 		{"min not a whole node", func(j *model.Job) { j.Elastic.MinGPUs = 12 }, "elastic.min_gpus: 12: expected a positive multiple of 8"},
 		{"max not above min", func(j *model.Job) { j.Elastic.MaxGPUs, j.Shape.GPUs = 16, 16 }, "elastic.max_gpus: 16 must be above min_gpus 16"},
-		{"node topology", func(j *model.Job) { j.Shape.Topology = model.TopologyNode }, "topology"},
-		{"gpus not max", func(j *model.Job) { j.Shape.GPUs = 24 }, "elastic.gpus: 24 must equal elastic max_gpus 32"},
+		{"node topology, single GPUs", func(j *model.Job) {
+			j.Shape.Topology, j.Shape.GPUs, j.Elastic.MinGPUs, j.Elastic.MaxGPUs = model.TopologyNode, 6, 3, 6
+		}, ""},
+		{"node topology, sizes", func(j *model.Job) {
+			j.Shape.Topology, j.Shape.GPUs, j.Elastic.MinGPUs, j.Elastic.MaxGPUs, j.Elastic.Sizes = model.TopologyNode, 8, 2, 8, []int{2, 4, 8}
+		}, ""},
+		{"node topology, no GPUs", func(j *model.Job) {
+			j.Shape.Topology, j.Shape.GPUs, j.Elastic.MinGPUs, j.Elastic.MaxGPUs = model.TopologyNode, 8, 0, 8
+		}, "elastic.min_gpus: 0: expected 1 to 64 GPUs"},
+		{"any topology, whole nodes", func(j *model.Job) { j.Shape.Topology, j.Elastic.MinGPUs = model.TopologyAny, 20 }, "elastic.min_gpus: 20: expected a positive multiple of 8"},
+		{"gpus not max", func(j *model.Job) { j.Shape.GPUs = 24 }, "shape.gpus: 24 must equal elastic.max_gpus 32"},
 		{"sizes outside", func(j *model.Job) { j.Elastic.Sizes = []int{16, 40} }, "elastic.sizes[1]: 40: expected between"},
 		{"sizes not ascending", func(j *model.Job) { j.Elastic.Sizes = []int{16, 32, 24} }, "ascending"},
 		{"sizes must span", func(j *model.Job) { j.Elastic.Sizes = []int{16, 24} }, "must start at min_gpus 16 and end at max_gpus 32"},
@@ -217,8 +226,119 @@ func TestElasticValidation(t *testing.T) {
 	}
 	e := model.Elastic{MinGPUs: 16, MaxGPUs: 64, Sizes: []int{16, 32, 64}}
 	for n, want := range map[int]int{8: 0, 16: 16, 24: 16, 40: 32, 64: 64, 100: 64} {
-		if got := e.AtMost(n); got != want {
+		if got := e.AtMost(n, model.ElasticStep); got != want {
 			t.Errorf("AtMost(%d) = %d, want %d", n, got, want)
 		}
+	}
+}
+
+// nodeElastic is a node-topology job that runs at 2 to 8 GPUs of one node.
+func nodeElastic(id string, state model.JobState, sizes ...int) model.Job {
+	j := elasticJob(id, state)
+	j.Shape.Topology, j.Shape.GPUs = model.TopologyNode, 8
+	j.Elastic = &model.Elastic{MinGPUs: 2, MaxGPUs: 8, Sizes: sizes}
+	return j
+}
+
+// gpusOn gives owner GPUs first..first+n-1 of node, created at.
+func gpusOn(owner, id string, node, first, n int, at time.Time) model.Allocation {
+	return model.Allocation{ID: id, NodeID: schedtest.NodeName(node), GPUs: model.FullMask(first+n) &^ model.FullMask(first),
+		OwnerKind: model.OwnerTraining, OwnerID: owner, Preemptible: true, CreatedAt: at}
+}
+
+// TestElasticNodeJobGrowsOnItsOwnNode: a node job lives in one NVLink
+// domain, so it grows by GPUs of its own node, never onto another, to the
+// largest allowed size that fits.
+func TestElasticNodeJobGrowsOnItsOwnNode(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	other := model.Job{ID: "other", Shape: model.Shape{GPUs: 3, Topology: model.TopologyNode}, State: model.JobRunning,
+		SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	tests := []struct {
+		name      string
+		sizes     []int
+		otherGPUs int // GPUs of node 0 another job holds
+		wantGrow  int
+	}{
+		{"six free beside it: to the maximum", nil, 0, 6},
+		{"three free: every size allowed, 2+3", nil, 3, 3},
+		{"three free, sizes 2, 4, 8: to 4", []int{2, 4, 8}, 3, 2},
+		{"its node full: no growth, though node 1 is empty", nil, 6, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := nodeElastic("el", model.JobRunning, tt.sizes...)
+			j.Size = 2
+			allocs := []model.Allocation{gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour))}
+			jobs := []model.Job{j}
+			if tt.otherGPUs > 0 {
+				o := other
+				o.Shape.GPUs = tt.otherGPUs
+				jobs = append(jobs, o)
+				allocs = append(allocs, gpusOn("other", "other-0", 0, 2, tt.otherGPUs, elasticNow.Add(-8*time.Hour)))
+			}
+			d := Plan(State{Nodes: nodes, Jobs: JobsOf(jobs), Allocations: allocs}, elasticNow)
+			got, b := bindGPUs(d, "el")
+			if got != tt.wantGrow {
+				t.Fatalf("grew by %d GPUs, want %d (binds %+v)", got, tt.wantGrow, d.Binds)
+			}
+			if b == nil {
+				return
+			}
+			if !b.Grow || b.ResizeFrom != 2 {
+				t.Fatalf("want a grow from 2: %+v", b)
+			}
+			for _, pt := range b.Parts {
+				if pt.Node != schedtest.NodeName(0) {
+					t.Fatalf("a node job grew onto another node: %+v", b.Parts)
+				}
+			}
+		})
+	}
+}
+
+// TestElasticNodeJobStartsOnOneNode: bound on an empty node, a node job
+// starts at the largest size the node gives, its growth a part of its own
+// on the same node (what a later shrink gives back).
+func TestElasticNodeJobStartsOnOneNode(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{nodeElastic("el", model.JobPending)})}, elasticNow)
+	got, b := bindGPUs(d, "el")
+	if got != 8 || b == nil || b.Grow {
+		t.Fatalf("bound %d GPUs (%+v), want a bind of 8", got, b)
+	}
+	if len(b.Parts) != 2 || b.Parts[0].Node != b.Parts[1].Node || b.Parts[0].GPUs.Count() != 2 || b.Parts[0].GPUs&b.Parts[1].GPUs != 0 {
+		t.Fatalf("want the minimum (2) and the growth (6) as two parts of one node, disjoint: %+v", b.Parts)
+	}
+}
+
+// TestElasticNodeJobShrinksForInference: a replica that needs the node's
+// GPUs takes the node job's growth, not the job.
+func TestElasticNodeJobShrinksForInference(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	j := nodeElastic("el", model.JobRunning)
+	j.Size = 8
+	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning, Preemptible: true,
+		Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1e9}, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	allocs := []model.Allocation{
+		gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour)),
+		gpusOn("el", "el-1", 0, 2, 6, elasticNow.Add(-time.Hour)),
+		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
+	}
+	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 4, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	if len(d.Preemptions) != 1 {
+		t.Fatalf("want one shrink, got %+v", d.Preemptions)
+	}
+	if p := d.Preemptions[0]; p.JobID != "el" || p.ResizeTo != 2 || strings.Join(p.Allocations, ",") != "el-1" {
+		t.Fatalf("want el shrunk to 2 by its growth el-1, got %+v", p)
+	}
+
+	// Bound at once, the minimum and the growth have one creation time:
+	// the minimum's part is kept whatever the ids say.
+	at := elasticNow.Add(-time.Hour)
+	allocs[0], allocs[1] = gpusOn("el", "el-b", 0, 0, 2, at), gpusOn("el", "el-a", 0, 2, 6, at)
+	d = Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	if len(d.Preemptions) != 1 || d.Preemptions[0].ResizeTo != 2 || strings.Join(d.Preemptions[0].Allocations, ",") != "el-a" {
+		t.Fatalf("want el shrunk to 2 by its 6-GPU part el-a, got %+v", d.Preemptions)
 	}
 }
