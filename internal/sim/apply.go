@@ -57,7 +57,13 @@ func (r *run) svc(id string) *svcRun {
 func (r *run) split(shape model.Shape, parts []sched.Part) bool {
 	switch shape.Topology {
 	case model.TopologyNode:
-		return len(parts) > 1
+		// Several parts on one node (an elastic node job's minimum and
+		// its growth) share its NVLink domain: only another node splits.
+		for _, pt := range parts[1:] {
+			if pt.Node != parts[0].Node {
+				return true
+			}
+		}
 	case model.TopologyPod:
 		for _, pt := range parts[1:] {
 			if r.podOf[pt.Node] != r.podOf[parts[0].Node] {

@@ -194,10 +194,12 @@ func elasticPick(id string, share float64) bool {
 	return float64(h>>11)/float64(1<<53) < share
 }
 
-// elasticRange is the range a seed job of gpus runs in when elastic: half
-// its size (whole nodes) to all of it.
-func elasticRange(gpus int) *model.Elastic {
-	lo := max(gpus/2/model.ElasticStep*model.ElasticStep, model.ElasticStep)
+// elasticRange is the range a seed job of gpus and topology t runs in
+// when elastic: half its size (in t's step: whole nodes, or single GPUs of
+// a node job's one node) to all of it. A job of one step is never elastic.
+func elasticRange(gpus int, t model.Topology) *model.Elastic {
+	step := model.StepOf(t)
+	lo := max(gpus/2/step*step, step)
 	if lo >= gpus {
 		return nil
 	}

@@ -77,3 +77,46 @@ func TestElasticPickIsStable(t *testing.T) {
 		t.Fatalf("%d of 2000 picked at a share of 0.5", n)
 	}
 }
+
+// TestElasticNodeClass: a `node` class made elastic runs between half its
+// GPUs and all of them on its one node. Its minimum and its growth are
+// parts of one node, which is no split: berth still stretches no job.
+func TestElasticNodeClass(t *testing.T) {
+	c, err := LoadSeedVariant("seed", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Days = 4
+	for i := range c.Training.Classes {
+		if k := &c.Training.Classes[i]; k.Name == "finetune" {
+			k.Elastic = 1
+		}
+	}
+	w := Seed(c, 1)
+	elastic := 0
+	w.eachJob(func(j *JobSpec) {
+		if e := j.Elastic; e != nil {
+			elastic++
+			if j.Shape.Topology != "node" || e.MinGPUs != 4 || e.MaxGPUs != 8 {
+				t.Fatalf("job %s (%s, %d GPUs): elastic %+v, want 4 to 8 of one node", j.ID, j.Shape.Topology, j.Shape.GPUs, e)
+			}
+		}
+	})
+	if elastic == 0 {
+		t.Fatal("no finetune job was made elastic")
+	}
+	pol, err := NewPolicy("berth", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Run(w, pol, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Grows+m.Shrinks == 0 {
+		t.Errorf("no elastic node job was resized in %v days", c.Days)
+	}
+	if m.StretchedJobs != 0 {
+		t.Errorf("%d jobs counted as split across nodes; berth places none so", m.StretchedJobs)
+	}
+}

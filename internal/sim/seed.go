@@ -106,7 +106,8 @@ type ClassConfig struct {
 	BusinessHours      bool       `yaml:"business_hours"`
 	DeclaresMaxRuntime bool       `yaml:"declares_max_runtime"`
 	// Elastic is the share of the class's jobs that are elastic (§9.4),
-	// running between half their GPUs (whole nodes) and all of them;
+	// running between half their GPUs (whole nodes; for a `node` class,
+	// GPUs of the one node) and all of them;
 	// chosen by a hash of the job's id, so the jobs are the same ones
 	// whatever the share.
 	Elastic float64 `yaml:"elastic"`
@@ -357,8 +358,8 @@ func (cs *classStream) advance() {
 		if k.DeclaresMaxRuntime {
 			cs.next.MaxRuntime = time.Duration(k.Runtime[1] * float64(time.Hour))
 		}
-		if k.Topology != string(model.TopologyNode) && elasticPick(cs.next.ID, k.Elastic) {
-			cs.next.Elastic = elasticRange(k.GPUs)
+		if elasticPick(cs.next.ID, k.Elastic) {
+			cs.next.Elastic = elasticRange(k.GPUs, model.Topology(k.Topology))
 		}
 		cs.n++
 		cs.has = true
