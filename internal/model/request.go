@@ -266,7 +266,12 @@ func (j *Job) Validate() error {
 // An elastic job asks for its minimum: it starts as soon as that fits.
 func (j *Job) Request() Request {
 	r := Request{Shape: j.Shape, Kind: OwnerTraining, OwnerID: j.ID, Priority: j.Priority, Preemptible: j.Preemptible}
-	if j.Elastic != nil {
+	// Its CPU and memory are the minimum's share of the shape's, which
+	// declares them for the maximum: at the whole, a 2-GPU part of an
+	// 8-GPU job held all of the job's cores, and its growth asked for more.
+	if j.Elastic != nil && j.Elastic.MinGPUs < j.Shape.GPUs {
+		r.CPUMilli = Share(j.Shape.CPUMilli, j.Elastic.MinGPUs, j.Shape.GPUs)
+		r.MemoryMiB = Share(j.Shape.MemoryMiB, j.Elastic.MinGPUs, j.Shape.GPUs)
 		r.GPUs = j.Elastic.MinGPUs
 	}
 	return r

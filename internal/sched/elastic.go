@@ -65,6 +65,17 @@ func (p *planner) splitGrowth(order []*victim) []*victim {
 		})
 		kept, n := 0, 0
 		for n < len(allocs) && kept < e.MinGPUs {
+			// Of the parts made with this one, the smallest that alone
+			// makes up the minimum goes first: bound as 6+2 for a minimum
+			// of 6, keeping the 2 first would keep both and leave
+			// nothing to give back.
+			need := e.MinGPUs - kept
+			for k := n; k < len(allocs) && allocs[k].CreatedAt.Equal(allocs[n].CreatedAt); k++ {
+				if allocs[k].GPUs.Count() >= need {
+					allocs[n], allocs[k] = allocs[k], allocs[n]
+					break
+				}
+			}
 			kept += allocs[n].GPUs.Count()
 			n++
 		}

@@ -342,3 +342,56 @@ func TestElasticNodeJobShrinksForInference(t *testing.T) {
 		t.Fatalf("want el shrunk to 2 by its 6-GPU part el-a, got %+v", d.Preemptions)
 	}
 }
+
+// TestElasticNodeJobKeepsThePartThatMakesItsMinimum: bound at once as a
+// 6-GPU minimum and a 2-GPU growth, a job with a minimum of 6 gives back
+// the 2, not nothing: keeping the smaller part first would keep both.
+func TestElasticNodeJobKeepsThePartThatMakesItsMinimum(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	j := nodeElastic("el", model.JobRunning)
+	j.Elastic.MinGPUs, j.Size = 6, 8
+	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning, Preemptible: true,
+		Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1e9}, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	at := elasticNow.Add(-time.Hour)
+	allocs := []model.Allocation{
+		gpusOn("el", "el-a", 0, 0, 2, at),
+		gpusOn("el", "el-b", 0, 2, 6, at),
+		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
+	}
+	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 2, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	if len(d.Preemptions) != 1 {
+		t.Fatalf("want one shrink, got %+v", d.Preemptions)
+	}
+	if p := d.Preemptions[0]; p.JobID != "el" || p.ResizeTo != 6 || strings.Join(p.Allocations, ",") != "el-a" {
+		t.Fatalf("want el shrunk to 6 by its 2-GPU part el-a, got %+v", p)
+	}
+}
+
+// TestElasticJobAsksForItsMinimumsShareOfCPU: a shape's CPU and memory
+// are declared for its maximum, so the minimum asks for its share of
+// them. Asking for all of them at the minimum left a node with 6 free
+// GPUs and three quarters of its cores unable to start a job that needs
+// 2 GPUs and a quarter.
+func TestElasticJobAsksForItsMinimumsShareOfCPU(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	node := nodes[0]
+	j := nodeElastic("el", model.JobPending)
+	j.Shape.CPUMilli, j.Shape.MemoryMiB = node.CPUMilli, node.MemoryMiB
+	if r := j.Request(); r.GPUs != 2 || r.CPUMilli != node.CPUMilli/4 || r.MemoryMiB != node.MemoryMiB/4 {
+		t.Fatalf("the minimum asks for %d GPUs, %d milli-CPU, %d MiB; want 2, %d, %d", r.GPUs, r.CPUMilli, r.MemoryMiB, node.CPUMilli/4, node.MemoryMiB/4)
+	}
+	other := model.Job{ID: "other", Shape: model.Shape{GPUs: 2, Topology: model.TopologyNode}, State: model.JobRunning,
+		SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	busy := gpusOn("other", "other-0", 0, 0, 2, elasticNow.Add(-8*time.Hour))
+	busy.CPUMilli, busy.MemoryMiB = node.CPUMilli/4, node.MemoryMiB/4
+	full := gpusOn("other", "other-1", 1, 0, 8, elasticNow.Add(-8*time.Hour))
+	other.Shape.GPUs = 10
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, other}), Allocations: []model.Allocation{busy, full}}, elasticNow)
+	// 2 GPUs and a quarter of the cores at the minimum, then 4 more GPUs
+	// with half: the node's last quarter of cores is all that 6 would need
+	// beyond that, and there is none.
+	if got, b := bindGPUs(d, "el"); got != 6 || b == nil || b.Grow {
+		t.Fatalf("bound %d GPUs (%+v), want 6 on node 0 (pending %+v)", got, b, d.Pending)
+	}
+}

@@ -1,8 +1,6 @@
 package sched
 
 import (
-	"math"
-	"math/bits"
 	"sort"
 
 	"github.com/berthsched/berth/internal/model"
@@ -37,24 +35,7 @@ func (p *Placement) GPUs() int {
 }
 
 // share is the part of a shape-wide total that n of its k GPUs carry.
-func share(total int64, n, k int) int64 {
-	if total <= 0 || n <= 0 || k <= 0 {
-		return 0
-	}
-	// 128-bit product: a tenant's cpu_milli near the int64 limit must not
-	// wrap to a negative share (which once bound, and wedged its node).
-	hi, lo := bits.Mul64(uint64(total), uint64(n))
-	lo, carry := bits.Add64(lo, uint64(k)-1, 0)
-	hi += carry
-	if hi >= uint64(k) {
-		return math.MaxInt64 // does not fit anywhere, and says so
-	}
-	q, _ := bits.Div64(hi, lo, uint64(k))
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
-}
+func share(total int64, n, k int) int64 { return model.Share(total, n, k) }
 
 // placeOpts narrow where a request may go.
 type placeOpts struct {
