@@ -58,38 +58,23 @@ type Snapshot struct {
 	At       time.Time
 	Rev      int64
 	Decision sched.Decision
-	// Pending indexes Decision.Pending by owner id.
-	Pending map[string]*sched.Pending
 	// Reservations indexes Decision.Reservations by owner id.
 	Reservations map[string]*sched.Reservation
 	PlanTime     time.Duration
 
-	// positions is each pending training job's place in the pass's
-	// queue, built once on first use: queue positions are read by every
-	// submit and job view, and a scan of the pending list each time cost
-	// O(pending) per request.
-	positionsOnce sync.Once
-	positions     map[string]int
+	pending *pendingIndex // Decision.Pending by owner id
 }
+
+// Pending is the pass's entry for a job or deployment, nil when the pass
+// did not leave it pending. A training job's is its last entry; a
+// deployment's its first (the replica it waits on first).
+func (s *Snapshot) Pending(id string) *sched.Pending { return s.pending.get(id) }
 
 // Position is a pending training job's place in the pass's queue, from
 // 1: the core appends training's pending entries in its rank order
 // (SLO tier, effective priority, submit time), so it is the order the
 // core will try them in. False when the pass did not rank the job.
-func (s *Snapshot) Position(id string) (int, bool) {
-	s.positionsOnce.Do(func() {
-		s.positions = map[string]int{}
-		for i := range s.Decision.Pending {
-			if p := &s.Decision.Pending[i]; p.Kind != model.OwnerInference {
-				if _, dup := s.positions[p.OwnerID]; !dup {
-					s.positions[p.OwnerID] = len(s.positions) + 1
-				}
-			}
-		}
-	})
-	n, ok := s.positions[id]
-	return n, ok
-}
+func (s *Snapshot) Position(id string) (int, bool) { return s.pending.position(id) }
 
 // New builds a controller over a store. It does nothing until Lead.
 func New(st *store.Store, cfg Config) *Controller {

@@ -250,7 +250,7 @@ func (h *harness) waitRunning(id string, n int) []model.Allocation {
 
 func (h *harness) pendingReason(id string) string {
 	if s := h.ctl.Last(); s != nil {
-		if p := s.Pending[id]; p != nil {
+		if p := s.Pending(id); p != nil {
 			return fmt.Sprintf("%+v", p.Reason)
 		}
 	}

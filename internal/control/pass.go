@@ -192,15 +192,8 @@ func (c *Controller) observeApply(d time.Duration, err error) {
 }
 
 func (c *Controller) remember(in *input, d sched.Decision, now time.Time, planTime time.Duration) {
-	s := &Snapshot{At: now, Rev: in.rev, Decision: d, Pending: make(map[string]*sched.Pending, len(d.Pending)),
+	s := &Snapshot{At: now, Rev: in.rev, Decision: d, pending: newPendingIndex(d.Pending),
 		Reservations: make(map[string]*sched.Reservation, len(d.Reservations)), PlanTime: planTime}
-	for i := range d.Pending {
-		if d.Pending[i].Kind != model.OwnerInference {
-			s.Pending[d.Pending[i].OwnerID] = &d.Pending[i]
-		} else if _, ok := s.Pending[d.Pending[i].OwnerID]; !ok {
-			s.Pending[d.Pending[i].OwnerID] = &d.Pending[i]
-		}
-	}
 	for i := range d.Reservations {
 		s.Reservations[d.Reservations[i].Owner] = &d.Reservations[i]
 	}

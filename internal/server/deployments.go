@@ -42,7 +42,7 @@ func (s *Server) deploymentView(d model.Deployment) api.Deployment {
 	v.Actual, v.Stopping, v.Ready = len(replicas), len(stopping), len(serving)
 	v.Standby = max(0, v.Actual-v.Target)
 	if last := s.ctl.Last(); last != nil {
-		if p, ok := last.Pending[d.ID]; ok && v.Actual < v.Target {
+		if p := last.Pending(d.ID); p != nil && v.Actual < v.Target {
 			v.Pending = reasonView(p.Reason)
 			v.Pending.Message = s.inferenceReason(d.ID, p.Reason)
 		}

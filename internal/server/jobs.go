@@ -75,8 +75,7 @@ func (s *Server) queuePosition(j model.Job, fresh bool) (int, *time.Time) {
 		return 0, nil
 	}
 	last := s.ctl.Last()
-	// A job just submitted is in no pass yet: asking the pass would only
-	// build its position map in the submit's request.
+	// A job just submitted is in no pass yet.
 	if last != nil && !fresh {
 		if pos, ok := last.Position(j.ID); ok {
 			if res := last.Reservations[j.ID]; res != nil && !res.ETA.IsZero() {
@@ -130,7 +129,7 @@ func (s *Server) jobView(j model.Job) api.Job {
 	s.st.Cache().Read(func(view store.View) { v.Allocations = view.AllocationsOf(j.ID) })
 	if j.State == model.JobPending {
 		if last := s.ctl.Last(); last != nil {
-			if p, ok := last.Pending[j.ID]; ok {
+			if p := last.Pending(j.ID); p != nil {
 				v.PendingReason = reasonView(p.Reason)
 				if p.Priority != nil {
 					pr := api.Priority(*p.Priority)
@@ -246,7 +245,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 				v.Allocations = view.AllocationsOf(j.ID)
 			}
 			if j.State == model.JobPending && snap != nil {
-				if p, ok := snap.Pending[j.ID]; ok {
+				if p := snap.Pending(j.ID); p != nil {
 					v.PendingReason = reasonView(p.Reason)
 				}
 			}
