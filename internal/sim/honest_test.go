@@ -75,6 +75,9 @@ func TestQueueHoursCountEveryWait(t *testing.T) {
 	if m.JobsCompleted != 2 || m.Preemptions != 1 || m.PreemptionsFor["inference"] != 1 || m.Kills != 0 {
 		t.Fatalf("completed %d, preemptions %d %v, kills %d; want 2, 1 for inference, 0", m.JobsCompleted, m.Preemptions, m.PreemptionsFor, m.Kills)
 	}
+	if c := m.PreemptionsByClass; c["8-63"] != 1 || c["<64"] != 1 || c["<8"] != 0 || len(c) != 2 {
+		t.Fatalf("preemptions by class %v, want big's one in 8-63 and <64", c)
+	}
 	first, second := 3610.0, 3609.95
 	if q := m.queue["8-63"]; len(q) != 1 {
 		t.Fatalf("8-63 queue samples %v, want one", q)

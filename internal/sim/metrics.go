@@ -59,7 +59,12 @@ type Metrics struct {
 	Preemptions int `json:"preemptions"`
 	// PreemptionsFor splits them by beneficiary: inference, training, or
 	// backfill yielding to its own reservation.
-	PreemptionsFor     map[string]int `json:"preemptions_for"`
+	PreemptionsFor map[string]int `json:"preemptions_for"`
+	// PreemptionsByClass splits them by the preempted job's size class
+	// (the classes of QueueHours): which work pays for the preemptions,
+	// and so which of it a policy or a workload change (elastic jobs, say)
+	// can spare.
+	PreemptionsByClass map[string]int `json:"preemptions_by_class"`
 	PreemptionsPerHour float64        `json:"preemptions_per_hour"`
 	// LostGPUHours is what preemption cost training, in GPU-hours: the
 	// checkpoint write, the restart (teardown, requeue, reload), and for a
@@ -174,7 +179,7 @@ func sizeClasses(gpus int) []string {
 
 func newMetrics(policy string, w *Workload, nodes []model.Node) *Metrics {
 	m := &Metrics{Policy: policy, Workload: w.Name, queue: map[string][]float64{}, firstQueue: map[string][]float64{}, starved: map[string]bool{}, paged: map[string]bool{},
-		PreemptionsFor: map[string]int{}}
+		PreemptionsFor: map[string]int{}, PreemptionsByClass: map[string]int{}}
 	for _, n := range nodes {
 		m.GPUs += n.GPUs
 	}
@@ -236,6 +241,9 @@ func (m *Metrics) preempted(j *jobRun, p sched.Preemption, forInference bool) {
 		m.PreemptionsFor["inference"]++
 	default:
 		m.PreemptionsFor["training"]++
+	}
+	for _, c := range jobClasses(j.spec) {
+		m.PreemptionsByClass[c]++
 	}
 	if j.preempts > 0 {
 		m.thrash++

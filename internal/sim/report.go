@@ -102,6 +102,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("TP jobs stretched by topology", func(m *Metrics) string { return fmt.Sprint(m.StretchedJobs) })
 	row("inference capacity within 60s %", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.CapacityWithin60sPct) })
 	row("inference demand shed %", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.DemandShedPct) })
+	row("preemptions by class (<8/8-63/64-255/>=256)", func(m *Metrics) string {
+		c := m.PreemptionsByClass
+		return fmt.Sprintf("%d/%d/%d/%d", c["<8"], c["8-63"], c["64-255"], c[">=256"])
+	})
 	row("preemptions per hour", func(m *Metrics) string { return fmt.Sprintf("%.2f", m.PreemptionsPerHour) })
 	row("GPU-h lost to preemption (% of training)", func(m *Metrics) string { return fmt.Sprintf("%.1f (%.2f%%)", m.LostGPUHours, m.LostPct) })
 	row("kills at the deadline", func(m *Metrics) string { return fmt.Sprint(m.Kills) })
