@@ -146,8 +146,21 @@ func (p *planner) growElastic() {
 		}
 		return 0
 	})
+	// A job preempted or shrunk in this pass does not also grow in it:
+	// its growth would be counted from allocations that are stopping,
+	// and the stop, applied after it, would leave the job a size that
+	// disagrees with what it holds.
+	var stopping map[string]bool
+	for _, pr := range p.d.Preemptions {
+		if stopping == nil {
+			stopping = map[string]bool{}
+		}
+		stopping[pr.JobID] = true
+	}
 	for _, c := range cands {
-		p.growOne(c)
+		if !stopping[c.job.ID] {
+			p.growOne(c)
+		}
 	}
 }
 
@@ -193,8 +206,9 @@ func (p *planner) growOne(c growCand) {
 	case model.TopologyPod:
 		u.pod, room = ns.pod, g.pods[ns.pod].free
 	case model.TopologyNode:
-		// One NVLink domain: growth is more GPUs of the same node.
-		u.node, room = anchor, ns.free.Count()
+		// One NVLink domain: growth is more GPUs of the same node, of
+		// those a whole-GPU job may take there.
+		u.node, room = anchor, p.ix.freeWhole(anchor, p.cfg.Pools).Count()
 	}
 	step := model.StepOf(j.Shape.Topology)
 	for size := e.AtMost(cur+room, step); size > cur; size = e.AtMost(size-1, step) {
@@ -205,7 +219,7 @@ func (p *planner) growOne(c growCand) {
 		}
 		req := model.Request{Shape: j.Shape, Kind: model.OwnerTraining, OwnerID: j.ID, Priority: j.Priority, Preemptible: true}
 		req.GPUs = extra
-		req.CPUMilli, req.MemoryMiB = share(j.Shape.CPUMilli, extra, j.Shape.GPUs), share(j.Shape.MemoryMiB, extra, j.Shape.GPUs)
+		req.CPUMilli, req.MemoryMiB = growthShare(j.Shape.CPUMilli, cur, size, j.Shape.GPUs), growthShare(j.Shape.MemoryMiB, cur, size, j.Shape.GPUs)
 		cp := p.ix.Checkpoint()
 		pl, ok := p.ix.placeUnit(u, &req, p.cfg.Pools, placeOpts{exclude: p.exclude})
 		if !ok || step == model.ElasticStep && !p.wholeNodes(pl.Parts) {
@@ -223,6 +237,15 @@ func (p *planner) growOne(c growCand) {
 		p.d.Binds = append(p.d.Binds, Bind{Kind: model.OwnerTraining, OwnerID: j.ID, Preemptible: true, Grow: true, ResizeFrom: cur, Placement: pl})
 		return
 	}
+}
+
+// growthShare is what growing from cur to size GPUs of a k-GPU shape
+// adds of a shape-wide total: the difference of the two sizes' shares,
+// so that the minimum's part and each growth add up to the size's share.
+// Each part's share rounded up on its own came to more than the whole: a
+// job declaring all of a node's cores stopped a GPU short of its maximum.
+func growthShare(total int64, cur, size, k int) int64 {
+	return max(0, share(total, size, k)-share(total, cur, k))
 }
 
 // wholeNodes reports whether every part takes all of its node's GPUs.

@@ -395,3 +395,91 @@ func TestElasticJobAsksForItsMinimumsShareOfCPU(t *testing.T) {
 		t.Fatalf("bound %d GPUs (%+v), want 6 on node 0 (pending %+v)", got, b, d.Pending)
 	}
 }
+
+// TestElasticJobShrunkInAPassDoesNotGrowInIt: a node job at 2+4 with two
+// GPUs of its node free gives its 4-GPU worker to a 3-GPU replica; the
+// GPU the replica leaves must not go back to the job in the same pass.
+// Applied in order, the grow (6 to 7) and then the shrink (to 2) left a
+// job holding 3 GPUs whose size said 2.
+func TestElasticJobShrunkInAPassDoesNotGrowInIt(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	j := nodeElastic("el", model.JobRunning)
+	j.Size = 6
+	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning,
+		SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	allocs := []model.Allocation{
+		gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour)),
+		gpusOn("el", "el-1", 0, 2, 4, elasticNow.Add(-2*time.Hour+time.Minute)),
+		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
+	}
+	allocs[2].Preemptible = false
+	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 3, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	if len(d.Preemptions) != 1 || d.Preemptions[0].JobID != "el" || d.Preemptions[0].ResizeTo != 2 {
+		t.Fatalf("want el shrunk to 2, got %+v", d.Preemptions)
+	}
+	if got, b := bindGPUs(d, "el"); b != nil {
+		t.Fatalf("el grew by %d GPUs in the pass that shrank it: %+v", got, b)
+	}
+}
+
+// TestElasticNodeJobGrowsOnlyOntoWholeGPUs: on a sharing-pool node the
+// partitioned GPUs are the operator's MIG instances for shares; a node
+// job's growth takes the whole GPUs beside it, as its start did, never
+// those.
+func TestElasticNodeJobGrowsOnlyOntoWholeGPUs(t *testing.T) {
+	nodes := shareFleet("sharing", 0, 1, 8)
+	nodes[0].MIG = make([][]int, 8)
+	for g := 4; g < 8; g++ {
+		nodes[0].MIG[g] = []int{428, 285, 142, 142}
+	}
+	check := func(t *testing.T, d Decision) {
+		t.Helper()
+		for _, b := range d.Binds {
+			for _, pt := range b.Parts {
+				if pt.GPUs&^model.FullMask(4) != 0 {
+					t.Fatalf("%s took partitioned GPUs: %+v", b.OwnerID, b.Parts)
+				}
+			}
+		}
+	}
+	t.Run("bound at once", func(t *testing.T) {
+		d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{nodeElastic("el", model.JobPending)})}, elasticNow)
+		if got, _ := bindGPUs(d, "el"); got != 4 {
+			t.Fatalf("bound %d GPUs, want the node's 4 whole ones (%+v)", got, d.Binds)
+		}
+		check(t, d)
+	})
+	t.Run("running", func(t *testing.T) {
+		j := nodeElastic("el", model.JobRunning)
+		j.Size = 2
+		allocs := []model.Allocation{gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour))}
+		d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j}), Allocations: allocs}, elasticNow)
+		if got, _ := bindGPUs(d, "el"); got != 2 {
+			t.Fatalf("grew by %d GPUs, want the 2 whole ones left (%+v)", got, d.Binds)
+		}
+		check(t, d)
+	})
+}
+
+// TestElasticGrowthAddsUpToTheShape: the minimum's CPU and each growth's
+// add up to the shape's, not to more: a job declaring all of a node's
+// cores grows to its maximum there.
+func TestElasticGrowthAddsUpToTheShape(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 1, GPUs: 8, CPUMilli: 100000})
+	j := nodeElastic("el", model.JobPending)
+	j.Shape.GPUs, j.Shape.CPUMilli = 6, 100000
+	j.Elastic.MaxGPUs = 6
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j})}, elasticNow)
+	got, b := bindGPUs(d, "el")
+	if got != 6 {
+		t.Fatalf("bound %d GPUs, want its maximum of 6 (%+v)", got, b)
+	}
+	var cpu int64
+	for _, pt := range b.Parts {
+		cpu += pt.CPUMilli
+	}
+	if cpu != 100000 {
+		t.Fatalf("its parts hold %d milli-CPU, want the shape's 100000", cpu)
+	}
+}

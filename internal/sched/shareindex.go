@@ -345,6 +345,16 @@ func (ix *Index) wholeForShared(i int) model.GPUMask {
 	return free
 }
 
+// freeWhole is node i's free GPUs a whole-GPU request may take: on a
+// sharing-pool node, not its MIG-partitioned ones (placeSharing's rule),
+// which the operator set aside for shares.
+func (ix *Index) freeWhole(i int, pools Pools) model.GPUMask {
+	if ix.nodes[i].node.Pool == pools.SharingPool() {
+		return ix.wholeForShared(i)
+	}
+	return ix.nodes[i].free
+}
+
 // freeByModel is the pool's free GPU milli by GPU model, what the reserve
 // for scarce models weighs against (share_reserve.go); nil when no demand
 // in the mix is pinned to a model.

@@ -184,9 +184,9 @@ func (ix *Index) placeUnit(u unit, req *model.Request, pools Pools, opts placeOp
 	ok := false
 	switch {
 	case u.node >= 0:
-		ns := &ix.nodes[u.node]
-		if ns.eligible && ns.free.Count() >= k && pl.fit(u.node, k) {
-			pl.take(u.node, k)
+		ns, free := &ix.nodes[u.node], ix.freeWhole(u.node, pools)
+		if ns.eligible && free.Count() >= k && pl.fit(u.node, k) {
+			pl.takeFrom(u.node, k, free)
 			ok = true
 		}
 	case u.pod >= 0:
