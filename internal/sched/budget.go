@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -216,10 +217,21 @@ func (p *planner) preempt(victims []*victim, forWhom string) {
 			}
 			gpus += g.gpus
 		}
-		p.d.Preemptions = append(p.d.Preemptions, Preemption{JobID: v.job.ID, Allocations: ids, GPUs: gpus,
+		if f := v.from; f != nil {
+			// Part of f's growth goes: the rest stays a victim.
+			f.allocs = slices.DeleteFunc(slices.Clone(f.allocs), func(a model.Allocation) bool { return slices.Contains(ids, a.ID) })
+			f.nodes, f.gpus = p.nodesOf(f.allocs), gpusOf(f.allocs)
+			f.taken = len(f.allocs) == 0
+		}
+		pr := Preemption{JobID: v.job.ID, Allocations: ids, GPUs: gpus,
 			Deadline: p.now.Add(d), Backfill: v.tier == tierBackfill, For: forWhom, LostGPUHours: p.lost(v), Running: p.budget.running,
-			ResizeTo: v.shrinkTo})
-		p.budget.inFlight += p.writeRate(v.job)
+			ResizeTo: v.shrinkTo}
+		if prev := p.preemptionOf(v.job.ID); prev != nil {
+			prev.merge(pr)
+		} else {
+			p.d.Preemptions = append(p.d.Preemptions, pr)
+			p.budget.inFlight += p.writeRate(v.job)
+		}
 		if v.tier != tierBackfill || v.backfillFor != forWhom {
 			p.budget.recent += gpus
 		}
@@ -229,6 +241,31 @@ func (p *planner) preempt(victims []*victim, forWhom string) {
 		p.alert(Alert{ID: "preemption-rate", Severity: SeverityWarn, Kind: "preemption_rate",
 			Message: fmt.Sprintf("preemption rate %.0f%%/h is above %.0f%%/h: still preempting; annotate the incident timeline", 100*r, 100*p.cfg.Budget.Warn)})
 	}
+}
+
+// preemptionOf is this pass's preemption of job, nil if none.
+func (p *planner) preemptionOf(job string) *Preemption {
+	for i := range p.d.Preemptions {
+		if p.d.Preemptions[i].JobID == job {
+			return &p.d.Preemptions[i]
+		}
+	}
+	return nil
+}
+
+// merge folds a second stop of one job in one pass into the first: a job
+// is stopped once a pass, to the smallest size asked (none: all of it),
+// with one checkpoint and one restart.
+func (pr *Preemption) merge(o Preemption) {
+	pr.Allocations = append(pr.Allocations, o.Allocations...)
+	pr.GPUs += o.GPUs
+	if pr.ResizeTo == 0 || o.ResizeTo == 0 {
+		pr.ResizeTo = 0
+	} else {
+		pr.ResizeTo = min(pr.ResizeTo, o.ResizeTo)
+	}
+	pr.Backfill = pr.Backfill && o.Backfill
+	pr.LostGPUHours = max(pr.LostGPUHours, o.LostGPUHours)
 }
 
 // lost is the training progress a preemption of v throws away, in GPU-hours.

@@ -97,6 +97,44 @@ func (p *planner) splitGrowth(order []*victim) []*victim {
 	return out
 }
 
+// trimShrink keeps what it can of a growth victim the fit needs: each of
+// its workers, largest first (oldest among equals), goes back if the fit
+// still holds without it and the job's size with it is one it allows.
+// A job grown 2+2+4 gives a 2-GPU replica its 2-GPU worker, not all six
+// GPUs of growth. All of a job's workers restart from the checkpoint
+// whichever go, so the order is about GPUs kept, not work lost. It
+// returns the part to stop, from v; v itself when nothing is kept. The
+// index keeps the workers put back.
+func (p *planner) trimShrink(v *victim, fits func() (Placement, bool)) *victim {
+	e, step := v.job.Elastic, model.StepOf(v.job.Shape.Topology)
+	order := slices.Clone(v.allocs)
+	slices.SortStableFunc(order, func(x, y model.Allocation) int {
+		return cmp.Compare(y.GPUs.Count(), x.GPUs.Count())
+	})
+	size := v.shrinkTo
+	var stop []model.Allocation
+	kept := false
+	for _, a := range order {
+		to := size + a.GPUs.Count()
+		if e.AtMost(to, step) == to {
+			cp := p.ix.Checkpoint()
+			p.ix.Assign(a)
+			if _, ok := fits(); ok {
+				size, kept = to, true
+				continue
+			}
+			p.ix.Rollback(cp)
+		}
+		stop = append(stop, a)
+	}
+	if !kept {
+		return v
+	}
+	part := *v
+	part.allocs, part.nodes, part.gpus, part.shrinkTo, part.from = stop, p.nodesOf(stop), gpusOf(stop), size, v
+	return &part
+}
+
 func (p *planner) nodesOf(allocs []model.Allocation) []int {
 	out := make([]int, 0, len(allocs))
 	for _, a := range allocs {

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,11 @@ func TestElasticShrinksBeforeAnyJobYields(t *testing.T) {
 		SubmittedAt: elasticNow.Add(-5 * time.Hour), StartedAt: elasticNow.Add(-4 * time.Hour)}
 	allocs := wholeNodes("el", times(2*time.Hour, 2*time.Hour, 30*time.Minute, 30*time.Minute), 0, 1, 2, 3)
 	allocs = append(allocs, wholeNodes("rigid", times(4*time.Hour, 4*time.Hour), 4, 5)...)
-	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 2, Desired: 2, Priority: 100}
+	// Both replicas are the availability floor: each takes one node of
+	// growth (a replica above the floor would meet the budget, 8 more
+	// GPUs of 48 in the hour), and the two shrinks of one job in one pass
+	// are one, to 16.
+	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, MinReplicas: 2, MaxReplicas: 2, Desired: 2, Priority: 100}
 	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{el, rigid}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
 	if len(d.Preemptions) != 1 {
 		t.Fatalf("want one shrink, got %+v", d.Preemptions)
@@ -481,5 +486,51 @@ func TestElasticGrowthAddsUpToTheShape(t *testing.T) {
 	}
 	if cpu != 100000 {
 		t.Fatalf("its parts hold %d milli-CPU, want the shape's 100000", cpu)
+	}
+}
+
+// TestElasticShrinkTakesOnlyTheWorkersNeeded: a node job grown 2+2+4
+// gives a 2-GPU replica its 2-GPU worker and runs on at 6, where a shrink
+// of all its growth stopped six GPUs for two. A second replica in the
+// same pass takes the 4-GPU worker, and the two are one shrink, to 2
+// (the 4-GPU worker alone would have served both: the search goes one
+// replica at a time).
+func TestElasticShrinkTakesOnlyTheWorkersNeeded(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	j := nodeElastic("el", model.JobRunning)
+	j.Size = 8
+	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning,
+		SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	allocs := []model.Allocation{
+		gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-3*time.Hour)),
+		gpusOn("el", "el-1", 0, 2, 2, elasticNow.Add(-2*time.Hour)),
+		gpusOn("el", "el-2", 0, 4, 4, elasticNow.Add(-time.Hour)),
+		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
+	}
+	allocs[3].Preemptible = false
+	tests := []struct {
+		name     string
+		replicas int
+		want     string
+		resizeTo int
+	}{
+		{"one replica: the 2-GPU worker", 1, "el-1", 6},
+		{"two replicas: both workers, one shrink", 2, "el-1,el-2", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 2, Topology: model.TopologyNode},
+				MinReplicas: tt.replicas, MaxReplicas: tt.replicas, Desired: tt.replicas, Priority: 100}
+			d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+			if len(d.Preemptions) != 1 {
+				t.Fatalf("want one shrink, got %+v", d.Preemptions)
+			}
+			p := d.Preemptions[0]
+			ids := slices.Clone(p.Allocations)
+			slices.Sort(ids)
+			if p.JobID != "el" || p.ResizeTo != tt.resizeTo || strings.Join(ids, ",") != tt.want || p.GPUs != 8-tt.resizeTo {
+				t.Fatalf("want el shrunk to %d by %s, got %+v", tt.resizeTo, tt.want, p)
+			}
+		})
 	}
 }

@@ -165,7 +165,7 @@ func waitReason(res *Reservation, r *room) Reason {
 func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, from int) *throttle {
 	cp := p.ix.Checkpoint()
 	t := &throttle{want: upTo, have: len(reps), min: d.MinReplicas, missing: upTo - len(reps), gpus: d.ReplicaShape.GPUs}
-	var marked []*victim
+	var marked, parted []*victim
 	for next, n := from, 0; n < t.missing; next++ {
 		if _, ok := reps[next]; ok {
 			continue
@@ -179,6 +179,12 @@ func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, fro
 		for _, v := range r.victims {
 			v.taken = true
 			marked = append(marked, v)
+			if v.from != nil && !v.from.taken {
+				// Part of a growth: the rest is not a victim for the
+				// next replica of this estimate (its workers are held).
+				v.from.taken = true
+				parted = append(parted, v.from)
+			}
 			p.ix.releaseAll(v.allocs)
 		}
 		p.ix.releaseAll(r.waits)
@@ -190,6 +196,9 @@ func (p *planner) throttle(d *model.Deployment, reps map[int][]string, upTo, fro
 	for _, v := range marked {
 		v.taken = false
 		t.victimGPUs += v.gpus
+	}
+	for _, v := range parted {
+		v.taken = false
 	}
 	t.victims = marked
 	p.ix.Rollback(cp)

@@ -232,6 +232,11 @@ func (p *planner) roomIn(c *unitCand, req *model.Request) *room {
 		}
 		ix.Rollback(step)
 	}
+	for i, v := range chosen {
+		if v.tier == tierShrink && len(v.allocs) > 1 {
+			chosen[i] = p.trimShrink(v, fits)
+		}
+	}
 	pl, ok := fits()
 	if !ok {
 		return nil

@@ -32,6 +32,9 @@ type victim struct {
 	// from the rest to the first; total is the job's GPUs.
 	shrinkTo, total int
 	growth          *victim
+	// from is the growth victim a search took only part of (trimShrink):
+	// preempting this part leaves the rest of from a victim still.
+	from *victim
 }
 
 // Victim tiers, in the order they yield.
