@@ -199,6 +199,11 @@ func (p *planner) preempt(victims []*victim, forWhom string) {
 		}
 	}
 	for _, v := range victims {
+		if v.from != nil && whole[v.from] {
+			whole[v] = true // part of a growth whose job yields whole
+		}
+	}
+	for _, v := range victims {
 		if whole[v] {
 			continue // its job yields whole: the growth goes with the rest
 		}

@@ -534,3 +534,24 @@ func TestElasticShrinkTakesOnlyTheWorkersNeeded(t *testing.T) {
 		})
 	}
 }
+
+// TestElasticJobYieldingWholeStopsEachWorkerOnce: when a fit needs the
+// job itself and part of its growth, the job yields whole, and each of
+// its workers is stopped once, in one preemption.
+func TestElasticJobYieldingWholeStopsEachWorkerOnce(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 4, GPUs: 8})
+	el := elasticJob("el", model.JobRunning)
+	el.Size = 32
+	allocs := wholeNodes("el", times(2*time.Hour, 2*time.Hour, 30*time.Minute, 30*time.Minute), 0, 1, 2, 3)
+	dep := model.Deployment{ID: "big", ReplicaShape: model.Shape{GPUs: 24, Topology: model.TopologyPod}, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}
+	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{el}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	if len(d.Preemptions) != 1 {
+		t.Fatalf("want one preemption of el, got %+v", d.Preemptions)
+	}
+	p := d.Preemptions[0]
+	ids := slices.Clone(p.Allocations)
+	slices.Sort(ids)
+	if p.JobID != "el" || p.ResizeTo != 0 || p.GPUs != 32 || strings.Join(ids, ",") != "el-0,el-1,el-2,el-3" {
+		t.Fatalf("want el preempted whole, each worker once, got %+v", p)
+	}
+}
