@@ -2,7 +2,6 @@ package sched
 
 import (
 	"slices"
-	"sync"
 )
 
 // sortQueue puts q in rank order: sorted in place, or (nil then) as the
@@ -41,8 +40,12 @@ func sortQueue(q []queued) []int32 {
 	shift := uint(0)
 	for span := uint64(maxS) - uint64(minS); span>>shift >= 1<<42; shift++ {
 	}
-	bufs := keyedPool.Get().(*keyedBufs)
-	defer keyedPool.Put(bufs)
+	bufs := keyedSpare.take()
+	defer func() {
+		if cap(bufs.keys) <= 4*len(q)+1024 { // a burst's buffers go
+			keyedSpare.put(bufs)
+		}
+	}()
 	if cap(bufs.keys) < len(q) {
 		c := withHeadroom(len(q))
 		bufs.keys, bufs.tmp = make([]keyed, c), make([]keyed, c)
@@ -85,7 +88,7 @@ type keyed struct {
 // for every pass.
 type keyedBufs struct{ keys, tmp []keyed }
 
-var keyedPool = sync.Pool{New: func() any { return &keyedBufs{} }}
+var keyedSpare spare[keyedBufs]
 
 // radixSort sorts xs by key, least significant 16 bits first, skipping
 // the digits every key shares, with tmp (as long as xs) as scratch; it

@@ -3,7 +3,6 @@ package sched
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -46,7 +45,7 @@ func (p *planner) internShape(r *model.Request) int32 {
 
 // queue lists pending training jobs in rank order (R2's total order).
 func (p *planner) queue() []queued {
-	bufs := queuePool.Get().(*queueBufs)
+	bufs := queueSpare.take()
 	p.queueBufs = bufs
 	n := len(p.s.Jobs) - len(p.jobs)
 	if cap(bufs.table) < n {
@@ -308,12 +307,12 @@ func withHeadroom(n int) int { return n + n/4 + 1024 }
 // their page faults and a collection.
 type queueBufs struct{ table, ranked []queued }
 
-var queuePool = sync.Pool{New: func() any { return &queueBufs{} }}
+var queueSpare spare[queueBufs]
 
 // putQueue clears the pass's queue (it points at jobs the next pass may
 // not have) and hands its buffers back.
 // Buffers far larger than the pass's queue go to the collector: after a
-// burst drains, passes do not keep clearing (and the pool keep) a queue
+// burst drains, passes do not keep clearing (and the spare keep) a queue
 // they no longer have.
 func (p *planner) putQueue(n int) {
 	b := p.queueBufs
@@ -326,5 +325,5 @@ func (p *planner) putQueue(n int) {
 	if cap(b.table) > 4*n+1024 {
 		return
 	}
-	queuePool.Put(b)
+	queueSpare.put(b)
 }
