@@ -251,6 +251,21 @@ func gpusOn(owner, id string, node, first, n int, at time.Time) model.Allocation
 		OwnerKind: model.OwnerTraining, OwnerID: owner, Preemptible: true, CreatedAt: at}
 }
 
+// planNodeShrink plans node 0 holding allocs of j, node 1 full with a
+// job "bulk" (preemptible or not: another victim or none), and a
+// deployment "chat" whose replicas of replicaGPUs, all of them the
+// availability floor, need room.
+func planNodeShrink(j model.Job, bulkPreemptible bool, replicaGPUs, replicas int, allocs ...model.Allocation) Decision {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
+	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning, Preemptible: bulkPreemptible,
+		Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1e9}, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
+	b := gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour))
+	b.Preemptible = bulkPreemptible
+	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: replicaGPUs, Topology: model.TopologyNode},
+		MinReplicas: replicas, MaxReplicas: replicas, Desired: replicas, Priority: 100}
+	return Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: append(allocs, b), Deployments: []model.Deployment{dep}}, elasticNow)
+}
+
 // TestElasticNodeJobGrowsOnItsOwnNode: a node job lives in one NVLink
 // domain, so it grows by GPUs of its own node, never onto another, to the
 // largest allowed size that fits.
@@ -319,18 +334,9 @@ func TestElasticNodeJobStartsOnOneNode(t *testing.T) {
 // TestElasticNodeJobShrinksForInference: a replica that needs the node's
 // GPUs takes the node job's growth, not the job.
 func TestElasticNodeJobShrinksForInference(t *testing.T) {
-	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
 	j := nodeElastic("el", model.JobRunning)
 	j.Size = 8
-	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning, Preemptible: true,
-		Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1e9}, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
-	allocs := []model.Allocation{
-		gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour)),
-		gpusOn("el", "el-1", 0, 2, 6, elasticNow.Add(-time.Hour)),
-		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
-	}
-	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 4, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}
-	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	d := planNodeShrink(j, true, 4, 1, gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour)), gpusOn("el", "el-1", 0, 2, 6, elasticNow.Add(-time.Hour)))
 	if len(d.Preemptions) != 1 {
 		t.Fatalf("want one shrink, got %+v", d.Preemptions)
 	}
@@ -341,8 +347,7 @@ func TestElasticNodeJobShrinksForInference(t *testing.T) {
 	// Bound at once, the minimum and the growth have one creation time:
 	// the minimum's part is kept whatever the ids say.
 	at := elasticNow.Add(-time.Hour)
-	allocs[0], allocs[1] = gpusOn("el", "el-b", 0, 0, 2, at), gpusOn("el", "el-a", 0, 2, 6, at)
-	d = Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	d = planNodeShrink(j, true, 4, 1, gpusOn("el", "el-b", 0, 0, 2, at), gpusOn("el", "el-a", 0, 2, 6, at))
 	if len(d.Preemptions) != 1 || d.Preemptions[0].ResizeTo != 2 || strings.Join(d.Preemptions[0].Allocations, ",") != "el-a" {
 		t.Fatalf("want el shrunk to 2 by its 6-GPU part el-a, got %+v", d.Preemptions)
 	}
@@ -352,19 +357,10 @@ func TestElasticNodeJobShrinksForInference(t *testing.T) {
 // 6-GPU minimum and a 2-GPU growth, a job with a minimum of 6 gives back
 // the 2, not nothing: keeping the smaller part first would keep both.
 func TestElasticNodeJobKeepsThePartThatMakesItsMinimum(t *testing.T) {
-	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
 	j := nodeElastic("el", model.JobRunning)
 	j.Elastic.MinGPUs, j.Size = 6, 8
-	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning, Preemptible: true,
-		Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1e9}, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
 	at := elasticNow.Add(-time.Hour)
-	allocs := []model.Allocation{
-		gpusOn("el", "el-a", 0, 0, 2, at),
-		gpusOn("el", "el-b", 0, 2, 6, at),
-		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
-	}
-	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 2, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}
-	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	d := planNodeShrink(j, true, 2, 1, gpusOn("el", "el-a", 0, 0, 2, at), gpusOn("el", "el-b", 0, 2, 6, at))
 	if len(d.Preemptions) != 1 {
 		t.Fatalf("want one shrink, got %+v", d.Preemptions)
 	}
@@ -407,19 +403,10 @@ func TestElasticJobAsksForItsMinimumsShareOfCPU(t *testing.T) {
 // Applied in order, the grow (6 to 7) and then the shrink (to 2) left a
 // job holding 3 GPUs whose size said 2.
 func TestElasticJobShrunkInAPassDoesNotGrowInIt(t *testing.T) {
-	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
 	j := nodeElastic("el", model.JobRunning)
 	j.Size = 6
-	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning,
-		SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
-	allocs := []model.Allocation{
-		gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour)),
-		gpusOn("el", "el-1", 0, 2, 4, elasticNow.Add(-2*time.Hour+time.Minute)),
-		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
-	}
-	allocs[2].Preemptible = false
-	dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 3, Topology: model.TopologyNode}, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}
-	d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+	d := planNodeShrink(j, false, 3, 1, gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-2*time.Hour)),
+		gpusOn("el", "el-1", 0, 2, 4, elasticNow.Add(-2*time.Hour+time.Minute)))
 	if len(d.Preemptions) != 1 || d.Preemptions[0].JobID != "el" || d.Preemptions[0].ResizeTo != 2 {
 		t.Fatalf("want el shrunk to 2, got %+v", d.Preemptions)
 	}
@@ -496,18 +483,13 @@ func TestElasticGrowthAddsUpToTheShape(t *testing.T) {
 // (the 4-GPU worker alone would have served both: the search goes one
 // replica at a time).
 func TestElasticShrinkTakesOnlyTheWorkersNeeded(t *testing.T) {
-	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 2, GPUs: 8})
 	j := nodeElastic("el", model.JobRunning)
 	j.Size = 8
-	bulk := model.Job{ID: "bulk", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, State: model.JobRunning,
-		SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-8 * time.Hour)}
 	allocs := []model.Allocation{
 		gpusOn("el", "el-0", 0, 0, 2, elasticNow.Add(-3*time.Hour)),
 		gpusOn("el", "el-1", 0, 2, 2, elasticNow.Add(-2*time.Hour)),
 		gpusOn("el", "el-2", 0, 4, 4, elasticNow.Add(-time.Hour)),
-		gpusOn("bulk", "bulk-0", 1, 0, 8, elasticNow.Add(-8*time.Hour)),
 	}
-	allocs[3].Preemptible = false
 	tests := []struct {
 		name     string
 		replicas int
@@ -519,9 +501,7 @@ func TestElasticShrinkTakesOnlyTheWorkersNeeded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dep := model.Deployment{ID: "chat", ReplicaShape: model.Shape{GPUs: 2, Topology: model.TopologyNode},
-				MinReplicas: tt.replicas, MaxReplicas: tt.replicas, Desired: tt.replicas, Priority: 100}
-			d := Plan(State{Nodes: nodes, Jobs: JobsOf([]model.Job{j, bulk}), Allocations: allocs, Deployments: []model.Deployment{dep}}, elasticNow)
+			d := planNodeShrink(j, false, 2, tt.replicas, slices.Clone(allocs)...)
 			if len(d.Preemptions) != 1 {
 				t.Fatalf("want one shrink, got %+v", d.Preemptions)
 			}
