@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
+	"github.com/berthsched/berth/internal/sched"
 	"github.com/berthsched/berth/internal/server"
 )
 
@@ -89,10 +90,17 @@ func TestSlowCheckpointsLengthenDeadlines(t *testing.T) {
 // TestStorageBelowTheFloorStopsPreemption (R3's guard): checkpoints
 // reported at 0.1 GB/s, below the 0.2 GB/s floor: berth pages and
 // preempts nothing, since a preemption that cannot checkpoint is a kill.
-// A job that leaves its checkpoint size out gets the measured one.
+// A job that leaves its checkpoint size out gets the measured one. And
+// the idle inference node is not lent (R1 lends it only because it can
+// take it back): a preemptible job waits and says so, and the topology
+// does not count that node for new training.
 func TestStorageBelowTheFloorStopsPreemption(t *testing.T) {
-	f := newFleetWith(t, slowStorage)
-	n1 := f.startAgent("n1", "")
+	f := newFleetWith(t, func(c *server.Config) {
+		slowStorage(c)
+		c.Control.Sched.Pools = sched.Pools{Training: "training", Inference: "inference", BorrowInference: true}
+	})
+	n1 := f.startAgentIn("n1", "training", "")
+	f.startAgentIn("n2", "inference", "")
 	ck := t.TempDir()
 	// 0.4 GB at 0.1 GB/s: 4 s a checkpoint. No size declared.
 	low := f.submit(api.JobRequest{Name: "low", GPUs: 8, Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: ck}},
@@ -123,6 +131,20 @@ func TestStorageBelowTheFloorStopsPreemption(t *testing.T) {
 		}
 		return nil
 	})
+	borrower := f.submit(api.JobRequest{Name: "borrower", GPUs: 8, Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: t.TempDir()}}, "train", "-steps", "3", "-step-time", "20ms")
+	eventually(t, "borrower pending, the inference node not lent", func() error {
+		if r := f.job(borrower).PendingReason; r == nil || !strings.Contains(r.Message, "the inference pool is not lent") {
+			return fmt.Errorf("borrower's reason %+v", r)
+		}
+		top, err := f.api.Topology(context.Background())
+		if err != nil {
+			return err
+		}
+		if top.LargestPlaceable.Node != 0 || top.FreeGPUs != 8 {
+			return fmt.Errorf("largest_placeable %+v with %d GPUs free: want node 0, the free inference node not counted", top.LargestPlaceable, top.FreeGPUs)
+		}
+		return nil
+	})
 	// And it stays so: low keeps its GPUs.
 	time.Sleep(2 * time.Second)
 	for _, a := range f.job(low).Allocations {
@@ -132,6 +154,9 @@ func TestStorageBelowTheFloorStopsPreemption(t *testing.T) {
 	}
 	if s := f.job(high).State; s != "pending" {
 		t.Fatalf("high is %s, want pending behind the storage guard", s)
+	}
+	if s := f.job(borrower).State; s != "pending" {
+		t.Fatalf("borrower is %s, want pending: the inference pool is not lent below the storage floor", s)
 	}
 }
 

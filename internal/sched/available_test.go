@@ -64,6 +64,11 @@ func TestAvailableCountsOnlyOwnPools(t *testing.T) {
 		{"training full, inference lends", lend, full, Largest{8, 8, 8}, 1},
 		{"training full, nothing lent: the small pool, capped", own, full, Largest{4, 4, 4}, 0},
 		{"all empty, nothing lent: a whole node of its own", own, nil, Largest{8, 8, 8}, 1},
+		// R3: below storage.min_bandwidth (20 GB/s by default) preemption
+		// stops, so the pool is not lent; at or above it, or unmeasured, it is.
+		{"training 6 free, storage degraded: nothing lent", lend.AtBandwidth(5e9), two, Largest{6, 6, 6}, 0},
+		{"training 6 free, storage at 20 GB/s: lent", lend.AtBandwidth(20e9), two, Largest{8, 8, 8}, 1},
+		{"training 6 free, nothing measured yet: lent", lend.AtBandwidth(0), two, Largest{8, 8, 8}, 1},
 	}
 	for _, tt := range tests {
 		got := Available(NewIndex(nodes, tt.allocs, tt.cfg), nil, tt.cfg, false)

@@ -135,6 +135,23 @@ func StorageView(c Config, measured float64) (bandwidth float64, isMeasured bool
 	return c.Storage.Bandwidth, false, c.Storage.MinBandwidth
 }
 
+// AtBandwidth is c as a pass applies it with the checkpoint bandwidth
+// measured at measured (0: none yet). Below storage.min_bandwidth
+// preemption is stopped (R3), and so the inference pool is not lent: R1
+// lends it to training only because it can take it back at once, and a
+// borrower that cannot checkpoint cannot be taken back without being
+// killed. Lent anyway, a degradation episode at the morning's ramp left a
+// borrower on GPUs the serving needed for hours (the simulator's
+// `seed-heavy-elastic`, seed 1). Everything that reports what a new job
+// could get (the server's topology, the simulator's samples) uses it too,
+// so they count the inference pool's headroom only when it is lent.
+func (c Config) AtBandwidth(measured float64) Config {
+	if measured > 0 && measured < c.withDefaults().Storage.MinBandwidth {
+		c.Pools.BorrowInference = false
+	}
+	return c
+}
+
 // writeRate is the checkpoint bandwidth a preemption of j takes while in
 // flight: its checkpoint spread over its deadline.
 func (p *planner) writeRate(j *model.Job) float64 {

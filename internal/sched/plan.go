@@ -132,6 +132,8 @@ type planner struct {
 	ix      *Index
 	d       Decision
 	exclude map[int]bool // nodes being emptied: no new inference lands there
+	// unlent: the inference pool is not lent this pass (AtBandwidth).
+	unlent bool
 	// relocating are the jobs defragmentation is emptying a node for:
 	// the only jobs under HoldMinGPUs that hold.
 	relocating map[string]bool
@@ -263,6 +265,10 @@ func (p *planner) prepare() {
 		}
 	}
 	p.budget = p.newBudget()
+	if lent := p.cfg.Pools.BorrowInference; lent {
+		p.cfg = p.cfg.AtBandwidth(p.s.StorageBandwidth)
+		p.unlent = p.cfg.Pools.BorrowInference != lent
+	}
 }
 
 // candidates are the preemption candidates in order, built on first use:

@@ -118,6 +118,9 @@ func (p *planner) training() {
 		if c := sh.noFit; c.why != nil && c.changes == p.ix.changes {
 			why = c.why
 		} else if pl, why = p.ix.place(req, p.cfg.Pools, placeOpts{}); why != nil {
+			if p.unlent && p.wouldBorrow(req) {
+				why = why.plus("", "; "+p.notLent())
+			}
 			sh.noFit = noFit{why, p.ix.changes}
 		}
 		if why == nil {
@@ -268,6 +271,25 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 	p.preempt(r.victims, j.ID)
 	res := p.claim(j.ID, model.OwnerTraining, 0, qj.rank.prio, r)
 	return &roomResult{waitReason(res, r)}, ""
+}
+
+// wouldBorrow reports whether req could borrow the inference pool were it
+// lent.
+func (p *planner) wouldBorrow(req *model.Request) bool {
+	pools := p.cfg.Pools
+	pools.BorrowInference = true
+	for _, r := range pools.routes(req) {
+		if r.borrowed {
+			return true
+		}
+	}
+	return false
+}
+
+// notLent says why the inference pool is not lent.
+func (p *planner) notLent() string {
+	return fmt.Sprintf("the inference pool is not lent while checkpoint storage bandwidth is %s, below %s (a borrower could not be taken back)",
+		rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth))
 }
 
 // power is what a queued job preempts with: its priority and its waiting

@@ -31,14 +31,15 @@ func (s *Server) Topology() api.Topology {
 	ix := sched.NewIndex(nodes, allocs, cfg)
 	// The same figure the simulator samples: reserved GPUs out, and only
 	// the pools a new training job may use.
-	sum := sched.Available(ix, s.ctl.Reservations(), cfg, true)
+	measured := s.ctl.MeasuredBandwidth()
+	sum := sched.Available(ix, s.ctl.Reservations(), cfg.AtBandwidth(measured), true)
 	t := api.Topology{LargestPlaceable: api.Largest(sum.LargestPlaceable), FreeNodesFull: sum.FreeNodesFull,
 		FreeByNode: sum.FreeByNode, FreeGPUs: sum.FreeGPUs, FragmentedGPUs: sum.FragmentedGPUs, FragTarget: sum.FragTarget,
 		Pods: []api.PodFree{}, SharedGPUs: sum.SharedGPUs, SharedFreeMilli: sum.SharedFreeMilli, LargestShare: sum.LargestShare}
 	if t.FreeByNode == nil {
 		t.FreeByNode = map[string]int{}
 	}
-	t.CheckpointBandwidth, t.Measured, t.CheckpointFloor = sched.StorageView(cfg, s.ctl.MeasuredBandwidth())
+	t.CheckpointBandwidth, t.Measured, t.CheckpointFloor = sched.StorageView(cfg, measured)
 	t.TotalGPUs, t.AllocatedGPUs = model.SchedulableGPUs(nodes), model.AllocatedGPUs(allocs)
 	// Milli left on shared GPUs is free capacity no whole-GPU request can
 	// use: it counts as free and as fragmented.

@@ -338,13 +338,14 @@ func (r *run) finishRelocation(i int) {
 	delete(r.relocs, i)
 	// What the move recovered: largest_placeable.node, as a new job sees
 	// it, just before and just after the old copy drains.
-	before := sched.Available(r.ix, r.reservations, r.cfg, false).LargestPlaceable.Node
+	cfg := r.cfg.AtBandwidth(r.store.measured())
+	before := sched.Available(r.ix, r.reservations, cfg, false).LargestPlaceable.Node
 	old := map[string]bool{}
 	for _, id := range rel.From {
 		old[id] = true
 		r.dropAlloc(id)
 	}
-	r.m.relocGain += sched.Available(r.ix, r.reservations, r.cfg, false).LargestPlaceable.Node - before
+	r.m.relocGain += sched.Available(r.ix, r.reservations, cfg, false).LargestPlaceable.Node - before
 	if s := r.svc(rel.Deployment); s != nil {
 		if rep := s.replicas[rel.Replica]; rep != nil {
 			var keep []string

@@ -206,6 +206,13 @@ func newRun(w *Workload, pol Policy, opt Options) *run {
 	if r.store.base == 0 {
 		r.store.base = opt.StorageBandwidth
 	}
+	if r.cfg.Storage.Bandwidth == 0 {
+		// What an operator writes in storage.bandwidth: the rated
+		// bandwidth of the storage they run, before any degradation.
+		// berth assumes it until it measures one, and its floor (R3's
+		// guard) is a tenth of it.
+		r.cfg.Storage.Bandwidth = r.store.base
+	}
 	for _, n := range nodes {
 		r.podOf[n.ID] = n.Pod
 	}

@@ -226,18 +226,22 @@ func TestStorageSharing(t *testing.T) {
 
 // A job whose checkpoint cannot be written before its deadline is killed
 // and keeps only its last durable checkpoint. One inference-pool node;
-// storage 100 MB/s, so the 10 GB checkpoint takes 100 s while the deadline
-// is 30 s (nothing measured yet: 10 GB / 200 GB/s × 3 under the 30 s floor).
+// storage rated 100 MB/s (berth's configured bandwidth, nothing measured
+// yet), so the 10 GB checkpoint gets 10 GB / 100 MB/s × 3 = 300 s; but a
+// degradation to 10 MB/s from 20m to 40m makes the write take 1000 s.
 //
 //	0       big (durable every 10 min) starts, borrowed
-//	25m     demand 1: big preempted after 1500 s; killed at 25m30s, keeping
+//	25m     demand 1: big preempted after 1500 s; killed at 30m, keeping
 //	        1200 s; 4h - 1200 s + 90 s = 13290 s left
 //	1h      demand 0; big starts again at 1h+10s, done at 3610 + 13290 s
 //
-// Lost: 8 GPUs × (300 s of progress + 30 s to the kill + 90 s restart).
+// The kill measures the storage at 10 GB / 300 s, above the 10 MB/s floor,
+// so the inference pool is lent again. Lost: 8 GPUs × (300 s of progress
+// + 300 s to the kill + 90 s restart).
 func TestKillAtDeadlineLosesProgressSinceDurableCheckpoint(t *testing.T) {
-	w := &Workload{Name: "kill", Nodes: []model.Node{h100("i", "p")}, Storage: StorageSpec{Bandwidth: 1e8},
-		Jobs: []JobSpec{{ID: "big", Work: 4 * time.Hour, Shape: node8, Preemptible: true, CheckpointBytes: 10e9, DurableEvery: 10 * time.Minute}},
+	w := &Workload{Name: "kill", Nodes: []model.Node{h100("i", "p")},
+		Storage: StorageSpec{Bandwidth: 1e8, Episodes: []Degradation{{At: 20 * time.Minute, Until: 40 * time.Minute, Factor: 0.1}}},
+		Jobs:    []JobSpec{{ID: "big", Work: 4 * time.Hour, Shape: node8, Preemptible: true, CheckpointBytes: 10e9, DurableEvery: 10 * time.Minute}},
 		Services: []ServiceSpec{{ID: "svc", Shape: node8, Max: 1, Priority: 1000,
 			Demand: []DemandPoint{{0, 0}, {25 * time.Minute, 1}, {time.Hour, 0}}}},
 	}
@@ -248,9 +252,9 @@ func TestKillAtDeadlineLosesProgressSinceDurableCheckpoint(t *testing.T) {
 	// A clean exit would finish at 3610 + 14400 - 1500 + 90 = 16600 s; a
 	// kill that kept nothing at 3610 + 14400 + 90 = 18100 s.
 	near(t, "completion hours", m.jct[0], secs(3610+13290), secs(0.01))
-	near(t, "lost GPU-hours", m.lost, 8*secs(300+30+90), 8*secs(0.01))
-	near(t, "lost_pct", m.LostPct, 100*(8*secs(420))/(8*secs(1530+13290)), 0.01)
-	near(t, "second wait", m.queue["8-63"][0], secs(3610-1530), secs(0.01))
+	near(t, "lost GPU-hours", m.lost, 8*secs(300+300+90), 8*secs(0.01))
+	near(t, "lost_pct", m.LostPct, 100*(8*secs(690))/(8*secs(1800+13290)), 0.01)
+	near(t, "second wait", m.queue["8-63"][0], secs(3610-1800), secs(0.01))
 }
 
 // The topology penalty for a `pod` gang split over pods. Pods a = {n0, n2}
