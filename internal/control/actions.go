@@ -107,10 +107,8 @@ func (c *Controller) Act(ctx context.Context, id, action, by string) (AlertRecor
 
 // RecentPreemptions counts preemptions (and their GPUs) in the last hour.
 func (c *Controller) RecentPreemptions(now time.Time) (int, int) {
-	var recs []sched.PreemptionRecord
-	c.st.Cache().Read(func(v store.View) { readDoc(v, docPreemptions, &recs) })
 	n, gpus := 0, 0
-	for _, r := range recs {
+	for _, r := range c.Preemptions() {
 		if now.Sub(r.At) < time.Hour {
 			n++
 			gpus += r.GPUs

@@ -78,7 +78,7 @@ func (c *Controller) apply(ch *change, in *input, d sched.Decision) (written int
 				j.Record(now, reason, fmt.Sprintf("for %s; deadline %s", p.For, p.Deadline.UTC().Format(time.RFC3339)))
 			}
 		}
-		recent = append(recent, sched.PreemptionRecord{At: now, JobID: p.JobID, GPUs: p.GPUs, Running: p.Running})
+		recent = append(recent, p.Record(now))
 	}
 	putDoc(ch, in, docPreemptions, recent)
 	relocs := in.relocations

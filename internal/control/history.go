@@ -44,7 +44,7 @@ func (c *Controller) sampleFleet(ch *change, in *input) {
 func (c *Controller) Sample(st sched.State, now time.Time) model.Sample {
 	cfg := c.cfg.Sched
 	ix := sched.NewIndex(st.Nodes, st.Allocations, cfg)
-	sum := sched.Available(ix, c.Reservations(), cfg.AtBandwidth(st.StorageBandwidth), false)
+	sum := sched.Available(ix, c.Reservations(), cfg.Lending(st.StorageBandwidth, st.RecentPreemptions, now), false)
 	s := model.Sample{At: now, LargestNode: sum.LargestPlaceable.Node, LargestPod: sum.LargestPlaceable.Pod, LargestAny: sum.LargestPlaceable.Any}
 	s.TotalGPUs, s.AllocatedGPUs = model.SchedulableGPUs(st.Nodes), model.AllocatedGPUs(st.Allocations)
 	for _, j := range st.Jobs {

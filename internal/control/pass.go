@@ -297,3 +297,11 @@ func (c *Controller) Reservations() []sched.Reservation {
 	c.st.Cache().Read(func(v store.View) { readDoc(v, docReservations, &out) })
 	return out
 }
+
+// Preemptions is the record of the last hour's preemptions, as the next
+// pass reads it.
+func (c *Controller) Preemptions() []sched.PreemptionRecord {
+	var out []sched.PreemptionRecord
+	c.st.Cache().Read(func(v store.View) { readDoc(v, docPreemptions, &out) })
+	return out
+}

@@ -172,7 +172,7 @@ func (s *Scheduler) Pass(ctx context.Context) (*sched.Decision, error) {
 
 	next := keptState{Fence: s.fencer.fence, Reservations: d.Reservations, Preemptions: kept.Preemptions, Alerts: map[string]sched.Alert{}}
 	for _, pr := range d.Preemptions {
-		next.Preemptions = append(next.Preemptions, sched.PreemptionRecord{At: now, JobID: pr.JobID, GPUs: pr.GPUs, Running: pr.Running})
+		next.Preemptions = append(next.Preemptions, pr.Record(now))
 	}
 	var raised []sched.Alert
 	for _, a := range d.Alerts {

@@ -44,6 +44,10 @@ func TestAvailableLeavesOutReservedGPUs(t *testing.T) {
 // inference pool's free GPUs are not counted.
 func TestAvailableCountsOnlyOwnPools(t *testing.T) {
 	lend := Config{Pools: DefaultPools()}
+	t0 := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	reclaimed := func(ago time.Duration, reclaim bool) []PreemptionRecord {
+		return []PreemptionRecord{{At: t0.Add(-ago), JobID: "x", GPUs: 8, Reclaim: reclaim}}
+	}
 	own := lend
 	own.Pools.BorrowInference = false
 	nodes := []model.Node{availNode("t", "training"), availNode("i", "inference"), availNode("s", "small")}
@@ -66,9 +70,13 @@ func TestAvailableCountsOnlyOwnPools(t *testing.T) {
 		{"all empty, nothing lent: a whole node of its own", own, nil, Largest{8, 8, 8}, 1},
 		// R3: below storage.min_bandwidth (20 GB/s by default) preemption
 		// stops, so the pool is not lent; at or above it, or unmeasured, it is.
-		{"training 6 free, storage degraded: nothing lent", lend.AtBandwidth(5e9), two, Largest{6, 6, 6}, 0},
-		{"training 6 free, storage at 20 GB/s: lent", lend.AtBandwidth(20e9), two, Largest{8, 8, 8}, 1},
-		{"training 6 free, nothing measured yet: lent", lend.AtBandwidth(0), two, Largest{8, 8, 8}, 1},
+		{"training 6 free, storage degraded: nothing lent", lend.Lending(5e9, nil, t0), two, Largest{6, 6, 6}, 0},
+		{"training 6 free, storage at 20 GB/s: lent", lend.Lending(20e9, nil, t0), two, Largest{8, 8, 8}, 1},
+		{"training 6 free, nothing measured yet: lent", lend.Lending(0, nil, t0), two, Largest{8, 8, 8}, 1},
+		// Inference took back lent GPUs within the hour: not lent.
+		{"training 6 free, reclaimed 59m ago: nothing lent", lend.Lending(0, reclaimed(59*time.Minute, true), t0), two, Largest{6, 6, 6}, 0},
+		{"training 6 free, reclaimed 1h ago: lent", lend.Lending(0, reclaimed(time.Hour, true), t0), two, Largest{8, 8, 8}, 1},
+		{"training 6 free, a preemption for training 1m ago: lent", lend.Lending(0, reclaimed(time.Minute, false), t0), two, Largest{8, 8, 8}, 1},
 	}
 	for _, tt := range tests {
 		got := Available(NewIndex(nodes, tt.allocs, tt.cfg), nil, tt.cfg, false)

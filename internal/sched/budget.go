@@ -18,6 +18,8 @@ type PreemptionRecord struct {
 	// Running is the training GPUs that ran when it was made: the rate's
 	// denominator never drops below it within the hour (see rate).
 	Running int `json:"running,omitempty"`
+	// Reclaim: inference took back GPUs it had lent (R1).
+	Reclaim bool `json:"reclaim,omitempty"`
 }
 
 // Preemption asks a running job to stop: SIGTERM, checkpoint, exit, with
@@ -39,6 +41,15 @@ type Preemption struct {
 	// ResizeTo, when set, shrinks an elastic job to that many GPUs: only
 	// Allocations stop, the rest run on (§9.4).
 	ResizeTo int `json:"resize_to,omitempty"`
+	// Reclaim marks inference taking back GPUs of its pool that it had
+	// lent to training (R1): the pool is not lent again for a while
+	// (Lending).
+	Reclaim bool `json:"reclaim,omitempty"`
+}
+
+// Record is what the budget and Lending remember of p, made at.
+func (p Preemption) Record(at time.Time) PreemptionRecord {
+	return PreemptionRecord{At: at, JobID: p.JobID, GPUs: p.GPUs, Running: p.Running, Reclaim: p.Reclaim}
 }
 
 // budget is the preemption budget's state during a pass.
@@ -135,23 +146,6 @@ func StorageView(c Config, measured float64) (bandwidth float64, isMeasured bool
 	return c.Storage.Bandwidth, false, c.Storage.MinBandwidth
 }
 
-// AtBandwidth is c as a pass applies it with the checkpoint bandwidth
-// measured at measured (0: none yet). Below storage.min_bandwidth
-// preemption is stopped (R3), and so the inference pool is not lent: R1
-// lends it to training only because it can take it back at once, and a
-// borrower that cannot checkpoint cannot be taken back without being
-// killed. Lent anyway, a degradation episode at the morning's ramp left a
-// borrower on GPUs the serving needed for hours (the simulator's
-// `seed-heavy-elastic`, seed 1). Everything that reports what a new job
-// could get (the server's topology, the simulator's samples) uses it too,
-// so they count the inference pool's headroom only when it is lent.
-func (c Config) AtBandwidth(measured float64) Config {
-	if measured > 0 && measured < c.withDefaults().Storage.MinBandwidth {
-		c.Pools.BorrowInference = false
-	}
-	return c
-}
-
 // writeRate is the checkpoint bandwidth a preemption of j takes while in
 // flight: its checkpoint spread over its deadline.
 func (p *planner) writeRate(j *model.Job) float64 {
@@ -207,8 +201,9 @@ func (p *planner) storageStopped() string {
 		rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth))
 }
 
-// preempt records the preemption of victims for a beneficiary.
-func (p *planner) preempt(victims []*victim, forWhom string) {
+// preempt records the preemption of victims for a beneficiary: an
+// inference replica, or a training job.
+func (p *planner) preempt(victims []*victim, forWhom string, forInference bool) {
 	whole := map[*victim]bool{}
 	for _, v := range victims {
 		if v.growth != nil {
@@ -247,7 +242,7 @@ func (p *planner) preempt(victims []*victim, forWhom string) {
 		}
 		pr := Preemption{JobID: v.job.ID, Allocations: ids, GPUs: gpus,
 			Deadline: p.now.Add(d), Backfill: v.tier == tierBackfill, For: forWhom, LostGPUHours: p.lost(v), Running: p.budget.running,
-			ResizeTo: v.shrinkTo}
+			ResizeTo: v.shrinkTo, Reclaim: forInference && v.inPool}
 		if prev := p.preemptionOf(v.job.ID); prev != nil {
 			prev.merge(pr)
 		} else {
@@ -287,6 +282,7 @@ func (pr *Preemption) merge(o Preemption) {
 		pr.ResizeTo = min(pr.ResizeTo, o.ResizeTo)
 	}
 	pr.Backfill = pr.Backfill && o.Backfill
+	pr.Reclaim = pr.Reclaim || o.Reclaim
 	pr.LostGPUHours = max(pr.LostGPUHours, o.LostGPUHours)
 }
 

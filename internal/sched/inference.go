@@ -124,7 +124,7 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 				}
 				switch v {
 				case allowed:
-					p.preempt(r.victims, key)
+					p.preempt(r.victims, key, true)
 					res := p.claim(d.ID, model.OwnerInference, next, d.Priority, r)
 					reps[next] = nil
 					wait := waitReason(res, r)

@@ -132,8 +132,9 @@ type planner struct {
 	ix      *Index
 	d       Decision
 	exclude map[int]bool // nodes being emptied: no new inference lands there
-	// unlent: the inference pool is not lent this pass (AtBandwidth).
-	unlent bool
+	// unlent says why the inference pool is not lent this pass
+	// (Lending), or is empty.
+	unlent string
 	// relocating are the jobs defragmentation is emptying a node for:
 	// the only jobs under HoldMinGPUs that hold.
 	relocating map[string]bool
@@ -265,9 +266,10 @@ func (p *planner) prepare() {
 		}
 	}
 	p.budget = p.newBudget()
-	if lent := p.cfg.Pools.BorrowInference; lent {
-		p.cfg = p.cfg.AtBandwidth(p.s.StorageBandwidth)
-		p.unlent = p.cfg.Pools.BorrowInference != lent
+	if p.cfg.Pools.BorrowInference {
+		if p.unlent = notLent(p.cfg, p.s.StorageBandwidth, p.s.RecentPreemptions, p.now); p.unlent != "" {
+			p.cfg.Pools.BorrowInference = false
+		}
 	}
 }
 

@@ -92,7 +92,8 @@ func (w *world) run(d *datadriven.TestData) (string, error) {
 		return w.expire(), nil
 	case "recent":
 		ago, err := time.ParseDuration(a.str("ago", "0s"))
-		w.recent = append(w.recent, sched.PreemptionRecord{At: w.now.Add(-ago), JobID: "earlier", GPUs: a.int("gpus", 0), Running: a.int("running", 0)})
+		w.recent = append(w.recent, sched.PreemptionRecord{At: w.now.Add(-ago), JobID: "earlier", GPUs: a.int("gpus", 0), Running: a.int("running", 0),
+			Reclaim: a.bool("reclaim")})
 		return "ok\n", err
 	case "stop":
 		return w.stopDone(), nil
@@ -441,6 +442,9 @@ func (w *world) plan(apply, topo, prio bool) string {
 		kind := ""
 		if x.Backfill {
 			kind = " backfill"
+		}
+		if x.Reclaim {
+			kind += " reclaim"
 		}
 		fmt.Fprintf(&b, "preempt%s %s (%d GPUs, %s) for %s, deadline +%s, lost %.1f GPU-h\n", kind, x.JobID, x.GPUs,
 			strings.Join(x.Allocations, ","), x.For, x.Deadline.Sub(w.now), x.LostGPUHours)

@@ -118,8 +118,8 @@ func (p *planner) training() {
 		if c := sh.noFit; c.why != nil && c.changes == p.ix.changes {
 			why = c.why
 		} else if pl, why = p.ix.place(req, p.cfg.Pools, placeOpts{}); why != nil {
-			if p.unlent && p.wouldBorrow(req) {
-				why = why.plus("", "; "+p.notLent())
+			if p.unlent != "" && p.wouldBorrow(req) {
+				why = why.plus("", "; "+p.unlent)
 			}
 			sh.noFit = noFit{why, p.ix.changes}
 		}
@@ -268,7 +268,7 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 			return nil, msg
 		}
 	}
-	p.preempt(r.victims, j.ID)
+	p.preempt(r.victims, j.ID, false)
 	res := p.claim(j.ID, model.OwnerTraining, 0, qj.rank.prio, r)
 	return &roomResult{waitReason(res, r)}, ""
 }
@@ -284,12 +284,6 @@ func (p *planner) wouldBorrow(req *model.Request) bool {
 		}
 	}
 	return false
-}
-
-// notLent says why the inference pool is not lent.
-func (p *planner) notLent() string {
-	return fmt.Sprintf("the inference pool is not lent while checkpoint storage bandwidth is %s, below %s (a borrower could not be taken back)",
-		rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth))
 }
 
 // power is what a queued job preempts with: its priority and its waiting

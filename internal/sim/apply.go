@@ -228,7 +228,7 @@ func (r *run) preempt(p sched.Preemption) {
 	r.store.start(j.idx, float64(j.spec.CheckpointBytes), r.now)
 	r.kickStorage()
 	r.schedule(max(p.Deadline.Sub(Epoch), r.now), evKill, j.idx, j.stopGen)
-	r.recent = append(r.recent, sched.PreemptionRecord{At: Epoch.Add(r.now), JobID: p.JobID, GPUs: p.GPUs, Running: p.Running})
+	r.recent = append(r.recent, p.Record(Epoch.Add(r.now)))
 	r.m.preempted(j, p, r.job(p.For) == nil)
 	j.preempts++
 }
@@ -338,7 +338,7 @@ func (r *run) finishRelocation(i int) {
 	delete(r.relocs, i)
 	// What the move recovered: largest_placeable.node, as a new job sees
 	// it, just before and just after the old copy drains.
-	cfg := r.cfg.AtBandwidth(r.store.measured())
+	cfg := r.lending()
 	before := sched.Available(r.ix, r.reservations, cfg, false).LargestPlaceable.Node
 	old := map[string]bool{}
 	for _, id := range rel.From {

@@ -70,7 +70,7 @@ func (r *run) shrink(j *jobRun, p sched.Preemption) {
 			r.allocs[i].Stopping, r.allocs[i].StopDeadline = true, p.Deadline
 		}
 	}
-	r.recent = append(r.recent, sched.PreemptionRecord{At: Epoch.Add(r.now), JobID: p.JobID, GPUs: p.GPUs, Running: p.Running})
+	r.recent = append(r.recent, p.Record(Epoch.Add(r.now)))
 	r.m.shrinks++
 	r.beginResize(j, p.Allocations, p.ResizeTo, p.Deadline)
 }

@@ -486,6 +486,11 @@ func sortedKeys[V any](m map[int]V) []int {
 	return out
 }
 
+// lending is berth's config as a pass would apply it now (sched.Lending).
+func (r *run) lending() sched.Config {
+	return r.cfg.Lending(r.store.measured(), r.recentWindow(), Epoch.Add(r.now))
+}
+
 func (r *run) recentWindow() []sched.PreemptionRecord {
 	cut := 0
 	for cut < len(r.recent) && Epoch.Add(r.now).Sub(r.recent[cut].At) >= time.Hour {

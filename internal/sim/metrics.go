@@ -203,7 +203,7 @@ func (m *Metrics) advance(r *run, t time.Duration) {
 func (m *Metrics) sample(r *run) {
 	// What a new job could get now, by the function the server reports
 	// with: reserved GPUs are not free, other pools' capacity not counted.
-	top := sched.Available(r.ix, r.reservations, r.cfg.AtBandwidth(r.store.measured()), false)
+	top := sched.Available(r.ix, r.reservations, r.lending(), false)
 	p := Sample{Hours: r.now.Hours(), AllocationPct: 100 * r.used / float64(max(m.GPUs, 1)), Largest: top.LargestPlaceable,
 		FullyFreeNodes: top.FreeNodesFull, FragmentedGPUs: top.FragmentedGPUs, PendingJobs: r.pending}
 	m.Series = append(m.Series, p)

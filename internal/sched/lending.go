@@ -1,0 +1,64 @@
+package sched
+
+import (
+	"fmt"
+	"time"
+)
+
+// When the inference pool is lent. R1 lends its idle GPUs to preemptible
+// training because the pool can take them back at once. Two states of
+// the fleet make a loan one the pool cannot take back well, and while
+// either holds it is not lent:
+//
+//   - Checkpoint storage measured below storage.min_bandwidth (R3):
+//     preemption is stopped, so a borrower could only be taken back by a
+//     kill. Lent anyway, a degradation at the morning's ramp left
+//     borrowers on GPUs serving needed for 4.5 hours (the simulator's
+//     `seed-heavy-elastic`, seed 1: 199 GPU-hours of demand shed).
+//   - Inference took back GPUs it had lent within ReclaimQuiet: serving
+//     is growing, and what is lent now comes back within minutes, a
+//     checkpoint and a restart for minutes of work, and often the same
+//     job preempted twice: on `seed`, seeds 1-3, 10 of the 35 repeat
+//     preemptions were a job reclaimed in the morning, lent the pool
+//     again and reclaimed again within hours. Not lending for the hour
+//     brought repeats under 5% of preemptions on seeds 1-6 and cut
+//     preemptions by 38-56% on `seed-correlated` (BENCHMARKS.md, "The
+//     inference pool is not lent into a ramp").
+
+// ReclaimQuiet is how long after inference takes back lent GPUs the pool
+// is not lent again: the hour RecentPreemptions covers.
+const ReclaimQuiet = time.Hour
+
+// Lending is c as a pass applies it at now, given the measured checkpoint
+// bandwidth (0: none yet) and the preemptions of the last hour: with
+// Pools.BorrowInference cleared while the inference pool is not lent.
+// Everything that reports what a new job could get (the server's
+// topology, the control loop's samples, the simulator's) goes through it,
+// so the pool's headroom is counted only while it is lent.
+func (c Config) Lending(measured float64, recent []PreemptionRecord, now time.Time) Config {
+	if c.Pools.BorrowInference && notLent(c, measured, recent, now) != "" {
+		c.Pools.BorrowInference = false
+	}
+	return c
+}
+
+// notLent says why the inference pool is not lent now, or "" when it is.
+func notLent(c Config, measured float64, recent []PreemptionRecord, now time.Time) string {
+	floor := c.withDefaults().Storage.MinBandwidth
+	if measured > 0 && measured < floor {
+		return fmt.Sprintf("the inference pool is not lent while checkpoint storage bandwidth is %s, below %s (a borrower could not be taken back)",
+			rateString(measured), rateString(floor))
+	}
+	gpus, last := 0, time.Time{}
+	for _, r := range recent {
+		if age := now.Sub(r.At); r.Reclaim && age >= 0 && age < ReclaimQuiet {
+			gpus += r.GPUs
+			last = later(last, r.At)
+		}
+	}
+	if gpus == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the inference pool is not lent until %s: serving took back %d GPUs it had lent within the hour, the last at %s (what is lent while serving grows comes back within minutes)",
+		last.Add(ReclaimQuiet).UTC().Format("15:04"), gpus, last.UTC().Format("15:04"))
+}
