@@ -239,6 +239,9 @@ func (p *planner) growOne(c growCand) {
 	}
 	ns := &p.ix.nodes[anchor]
 	g := p.ix.groups[ns.group]
+	if pools := p.cfg.Pools; g.pool != "" && g.pool == pools.Inference && !pools.BorrowInference {
+		return // a borrower grows only while the pool is lent (Lending)
+	}
 	u, room := unit{g: g, pod: -1, node: -1}, g.free
 	switch j.Shape.Topology {
 	case model.TopologyPod:

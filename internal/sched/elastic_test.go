@@ -535,3 +535,33 @@ func TestElasticJobYieldingWholeStopsEachWorkerOnce(t *testing.T) {
 		t.Fatalf("want el preempted whole, each worker once, got %+v", p)
 	}
 }
+
+// TestElasticBorrowerGrowsOnlyWhileThePoolIsLent: an elastic job that
+// borrowed the inference pool grows there only while the pool is lent
+// (Lending): not within the hour after serving took lent GPUs back, when
+// the growth would come back within minutes.
+func TestElasticBorrowerGrowsOnlyWhileThePoolIsLent(t *testing.T) {
+	nodes := schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 4, GPUs: 8, Pool: "inference"})
+	nodes = append(nodes, schedtest.Fleet(schedtest.Spec{Pods: 1, NodesPerPod: 1, GPUs: 8, Pool: "training", FirstPod: 1, FirstNode: 4})...)
+	cfg := Config{Pools: Pools{Training: "training", Inference: "inference", BorrowInference: true}, Standby: -1}
+	j := elasticJob("el", model.JobRunning)
+	j.Size = 16
+	allocs := wholeNodes("el", times(2*time.Hour, 2*time.Hour), 0, 1)
+	for i := range allocs {
+		allocs[i].Borrowed = true
+	}
+	reclaim := []PreemptionRecord{{At: elasticNow.Add(-10 * time.Minute), JobID: "gone", GPUs: 8, Reclaim: true}}
+	for _, tt := range []struct {
+		name   string
+		recent []PreemptionRecord
+		want   int
+	}{
+		{"lent: grows onto the two idle inference nodes", nil, 16},
+		{"serving took GPUs back 10 minutes ago: no growth", reclaim, 0},
+	} {
+		s := State{Nodes: nodes, Jobs: JobsOf([]model.Job{j}), Allocations: allocs, Config: cfg, RecentPreemptions: tt.recent}
+		if got, b := bindGPUs(Plan(s, elasticNow), "el"); got != tt.want {
+			t.Errorf("%s: grew by %d GPUs (%+v), want %d", tt.name, got, b, tt.want)
+		}
+	}
+}

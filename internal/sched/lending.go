@@ -51,9 +51,15 @@ func notLent(c Config, measured float64, recent []PreemptionRecord, now time.Tim
 	}
 	gpus, last := 0, time.Time{}
 	for _, r := range recent {
-		if age := now.Sub(r.At); r.Reclaim && age >= 0 && age < ReclaimQuiet {
+		// A record from after now (a new leader whose clock is behind)
+		// counts as just made.
+		if r.Reclaim && now.Sub(r.At) < ReclaimQuiet {
 			gpus += r.GPUs
-			last = later(last, r.At)
+			at := r.At
+			if at.After(now) {
+				at = now
+			}
+			last = later(last, at)
 		}
 	}
 	if gpus == 0 {
@@ -61,4 +67,23 @@ func notLent(c Config, measured float64, recent []PreemptionRecord, now time.Tim
 	}
 	return fmt.Sprintf("the inference pool is not lent until %s: serving took back %d GPUs it had lent within the hour, the last at %s (what is lent while serving grows comes back within minutes)",
 		last.Add(ReclaimQuiet).UTC().Format("15:04"), gpus, last.UTC().Format("15:04"))
+}
+
+// stopLendingAfterReclaim stops lending for the rest of the pass when the
+// inference pass just took back GPUs it had lent: the next pass reads the
+// record, this one has only the decision.
+func (p *planner) stopLendingAfterReclaim() {
+	if !p.cfg.Pools.BorrowInference {
+		return
+	}
+	var recs []PreemptionRecord
+	for _, pr := range p.d.Preemptions {
+		if pr.Reclaim {
+			recs = append(recs, pr.Record(p.now))
+		}
+	}
+	if len(recs) > 0 {
+		p.unlent = notLent(p.cfg, 0, recs, p.now)
+		p.cfg.Pools.BorrowInference = false
+	}
 }

@@ -108,6 +108,7 @@ func PlanOn(ix *Index, s State, now time.Time) Decision {
 	cp := ix.Checkpoint()
 	defer ix.Rollback(cp)
 	p.inference()
+	p.stopLendingAfterReclaim()
 	p.training()
 	p.growElastic()
 	p.defrag()

@@ -119,7 +119,12 @@ func (p *planner) training() {
 			why = c.why
 		} else if pl, why = p.ix.place(req, p.cfg.Pools, placeOpts{}); why != nil {
 			if p.unlent != "" && p.wouldBorrow(req) {
-				why = why.plus("", "; "+p.unlent)
+				// Not "infeasible": with the pool lent again it may fit.
+				w := *why.plus("", "; "+p.unlent)
+				if w.Code == ReasonInfeasible {
+					w.Code = ReasonUnschedulable
+				}
+				why = &w
 			}
 			sh.noFit = noFit{why, p.ix.changes}
 		}

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/berthsched/berth/internal/api"
 	"github.com/berthsched/berth/internal/control"
@@ -33,7 +32,7 @@ func (s *Server) Topology() api.Topology {
 	// The same figure the simulator samples: reserved GPUs out, and only
 	// the pools a new training job may use.
 	measured := s.ctl.MeasuredBandwidth()
-	sum := sched.Available(ix, s.ctl.Reservations(), cfg.Lending(measured, s.ctl.Preemptions(), time.Now()), true)
+	sum := sched.Available(ix, s.ctl.Reservations(), cfg.Lending(measured, s.ctl.Preemptions(), s.ctl.Config().Clock()), true)
 	t := api.Topology{LargestPlaceable: api.Largest(sum.LargestPlaceable), FreeNodesFull: sum.FreeNodesFull,
 		FreeByNode: sum.FreeByNode, FreeGPUs: sum.FreeGPUs, FragmentedGPUs: sum.FragmentedGPUs, FragTarget: sum.FragTarget,
 		Pods: []api.PodFree{}, SharedGPUs: sum.SharedGPUs, SharedFreeMilli: sum.SharedFreeMilli, LargestShare: sum.LargestShare}
