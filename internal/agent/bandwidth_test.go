@@ -167,3 +167,44 @@ func alertKinds(as []control.AlertRecord) []string {
 	}
 	return out
 }
+
+// TestOneTeamCannotStopPreemption: a team's workload reports its
+// checkpoints at 0.1 GB/s, below the 0.2 GB/s floor (slow storage of its
+// own making, or a lie to keep its jobs from being preempted), while
+// another team's report 0.5 GB/s. Each team is measured alone and the
+// storage is as fast as the fastest that reported recently: no page, and
+// a preemption still goes ahead. (A team that is the only one to report
+// sets the figure alone: with one witness, berth cannot tell a lie from
+// slow storage.)
+func TestOneTeamCannotStopPreemption(t *testing.T) {
+	f := newFleetWith(t, slowStorage)
+	f.startAgent("n1", "")
+	f.startAgent("n2", "")
+	ck := t.TempDir()
+	good := f.submit(api.JobRequest{Name: "good", Team: "good", GPUs: 8, Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: ck + "/good", Bytes: 2e9}},
+		"train", "-steps", "2000", "-step-time", "20ms", "-checkpoint-every", "20", "-checkpoint-bytes", "2000000000", "-checkpoint-bandwidth", "500000000")
+	f.waitState(good, "running")
+	measured(t, f, 0.5e9)
+	evil := f.submit(api.JobRequest{Name: "evil", Team: "evil", GPUs: 8, Preemptible: true, Checkpoint: &api.CheckpointRequest{Path: ck + "/evil"}},
+		"train", "-steps", "2000", "-step-time", "20ms", "-checkpoint-every", "5", "-checkpoint-bytes", "400000000", "-checkpoint-bandwidth", "100000000")
+	eventually(t, "evil's slow report taken", func() error {
+		if c := f.job(evil).Checkpoint; c == nil || c.MeasuredBytes != 4e8 {
+			return fmt.Errorf("checkpoint %+v", c)
+		}
+		return nil
+	})
+	if top := measured(t, f, 0.5e9); top.CheckpointBandwidth < top.CheckpointFloor {
+		t.Fatalf("measured %.2f GB/s, below the floor", top.CheckpointBandwidth/1e9)
+	}
+	high := f.submit(api.JobRequest{Name: "high", GPUs: 8, Priority: 100}, "train", "-steps", "3", "-step-time", "20ms")
+	f.waitState(high, "completed")
+	var list server.AlertList
+	if err := f.api.Do(context.Background(), http.MethodGet, "/v1/alerts", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range list.Alerts {
+		if a.Kind == "storage_degraded" {
+			t.Fatalf("one team's slow reports paged storage_degraded: %+v", a)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"slices"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -55,8 +56,7 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 				return true
 			}
 		}
-		// Older than everything kept: dropped already, not new.
-		return len(recs) >= sched.MaxCheckpointSamples && end.Before(recs[0].End)
+		return false
 	}
 	for _, r := range rep.Allocations {
 		fresh := r.CheckpointStats != nil && !seen(r.ID, r.CheckpointStats.At)
@@ -77,7 +77,7 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 		if st := r.CheckpointStats; fresh {
 			if st.Bytes >= sched.MinSampleBytes { // smaller ones measure latency, and would push real samples out of recs
 				recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: st.Bytes,
-					Start: st.At.Add(-time.Duration(st.Seconds * float64(time.Second))), End: st.At, Complete: true}})
+					Start: st.At.Add(-time.Duration(st.Seconds * float64(time.Second))), End: st.At, Complete: true, Source: sourceOf(ch, a)}})
 			}
 			if j := ch.job(a.OwnerID); j != nil && j.Checkpoint != nil && j.Checkpoint.MeasuredBytes != st.Bytes {
 				j.Checkpoint.MeasuredBytes = st.Bytes
@@ -85,17 +85,38 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 		}
 		if r.State == model.ActualExited && r.Killed && a.Stopping && a.StopReason == "preempted" && !a.StopAt.IsZero() {
 			if j := ch.job(a.OwnerID); j != nil && j.Checkpoint != nil && j.Checkpoint.Bytes() >= sched.MinSampleBytes {
-				recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: j.Checkpoint.Bytes(), Start: a.StopAt, End: ch.now}})
+				recs = append(recs, checkpointRecord{r.ID, sched.CheckpointSample{Bytes: j.Checkpoint.Bytes(), Start: a.StopAt, End: ch.now, Source: sourceOf(ch, a)}})
 			}
 		}
 	}
 	if len(recs) == n0 {
 		return
 	}
-	if len(recs) > sched.MaxCheckpointSamples {
-		recs = recs[len(recs)-sched.MaxCheckpointSamples:]
+	// An agent repeats its last report every heartbeat: one dropped
+	// already (older than its source's newest MaxCheckpointSamples) comes
+	// back, and is dropped again without a write.
+	kept := sched.KeepSamples(recs, func(r *checkpointRecord) sched.CheckpointSample { return r.CheckpointSample })
+	if slices.Equal(kept, recs[:n0]) {
+		return
 	}
-	ch.txn.Put(store.Docs, docCheckpoints, recs)
+	ch.txn.Put(store.Docs, docCheckpoints, kept)
+}
+
+// sourceOf is who a checkpoint report from a counts for: the org/team of
+// its job (sched.MeasuredBandwidth measures each alone).
+func sourceOf(ch *change, a *model.Allocation) string {
+	j, ok := ch.peekJob(a.OwnerID)
+	if !ok {
+		return ""
+	}
+	scopes := j.Scopes()
+	if len(scopes) > 1 {
+		return scopes[1]
+	}
+	if len(scopes) == 1 {
+		return scopes[0]
+	}
+	return ""
 }
 
 // ownerOf is the owner of an allocation as the change sees it, "" if none.

@@ -101,6 +101,21 @@ func TestAvailableCountsOnlyOwnPools(t *testing.T) {
 	}
 }
 
+// from is s reported by source.
+func from(s CheckpointSample, source string) CheckpointSample {
+	s.Source = source
+	return s
+}
+
+// flood is n slow 1 GB checkpoints of source, one a second from 200 s.
+func flood(at func(int) time.Time, n int, source string) []CheckpointSample {
+	var out []CheckpointSample
+	for i := range n {
+		out = append(out, CheckpointSample{Bytes: 1e9, Start: at(200 + i - 1000), End: at(200 + i), Complete: true, Source: source})
+	}
+	return out
+}
+
 func TestMeasuredBandwidth(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -142,9 +157,45 @@ func TestMeasuredBandwidth(t *testing.T) {
 		{"tiny ones left out", []CheckpointSample{a, {Bytes: 4096, Start: at(300), End: at(301), Complete: true},
 			{Bytes: 4096, Start: at(302), End: at(303)}}, 1e9},
 		{"only tiny ones", []CheckpointSample{{Bytes: 4096, Start: at(300), End: at(301), Complete: true}}, 0},
+		// Each source (org/team) is measured alone, and the storage is as
+		// fast as the fastest that reported within the hour: a team that
+		// reports slow writes (or is killed at every deadline) lowers only
+		// its own figure.
+		{"a slow team beside a fast one", []CheckpointSample{from(a, "ml/a"), from(sample(1e9, 300, 1300, true), "ml/evil"),
+			from(sample(1e9, 1400, 1410, false), "ml/evil")}, 1e9},
+		{"every team slow", []CheckpointSample{from(sample(10e9, 0, 100, true), "ml/a"), from(sample(20e9, 50, 250, true), "ml/b")}, 0.1e9},
+		// A team whose last report is over an hour older than the newest
+		// does not vote: its fast write was before the storage slowed.
+		{"a stale fast team", []CheckpointSample{from(a, "ml/a"), from(sample(10e9, 3700, 3800, true), "ml/b")}, 0.1e9},
+		// A team reporting every heartbeat keeps only its newest eight;
+		// the others' samples stay.
+		{"a flood does not push others out", append([]CheckpointSample{from(a, "ml/a")}, flood(at, 20, "ml/evil")...), 1e9},
 	} {
 		if got := MeasuredBandwidth(tc.samples); math.Abs(got-tc.want) > 1e-6*tc.want+1e-9 {
 			t.Errorf("%s: %.6g B/s, want %.6g", tc.name, got, tc.want)
+		}
+	}
+	if got := KeepSamples(append([]CheckpointSample{from(a, "ml/a")}, flood(at, 20, "ml/evil")...),
+		func(s *CheckpointSample) CheckpointSample { return *s }); len(got) != 1+MaxCheckpointSamples || got[0].Source != "ml/a" {
+		t.Errorf("kept %d samples (first from %q), want ml/a's one and ml/evil's newest %d", len(got), got[0].Source, MaxCheckpointSamples)
+	}
+}
+
+// TestPlanBandwidthIsCapped: deadlines are never planned with more than
+// the configured bandwidth, however fast a report says the storage is.
+func TestPlanBandwidthIsCapped(t *testing.T) {
+	c := Config{Storage: Storage{Bandwidth: 100e9}}.withDefaults()
+	j := &model.Job{Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1000e9}}
+	for _, tc := range []struct {
+		measured float64
+		want     time.Duration
+	}{
+		{0, 30 * time.Second},       // none: 1000 GB / 100 GB/s × 3
+		{50e9, 60 * time.Second},    // slower: longer
+		{10000e9, 30 * time.Second}, // a report 100× the storage: capped
+	} {
+		if got := StopDeadline(j, c, tc.measured); got != tc.want {
+			t.Errorf("measured %.0f GB/s: deadline %s, want %s", tc.measured/1e9, got, tc.want)
 		}
 	}
 }

@@ -13,11 +13,54 @@ type CheckpointSample struct {
 	Start    time.Time `json:"start"`
 	End      time.Time `json:"end"`
 	Complete bool      `json:"complete"`
+	// Source is who reported it: the org/team of the job whose workload
+	// wrote it ("" for none). One source cannot move the measure alone.
+	Source string `json:"source,omitempty"`
 }
 
-// MaxCheckpointSamples is how many recent samples the measurement reads;
-// callers keep no more than this, newest last.
-const MaxCheckpointSamples = 8
+// MaxCheckpointSamples is how many recent samples of each source the
+// measurement reads, and MaxCheckpointSources how many sources (those
+// that reported last); KeepSamples keeps no more.
+const (
+	MaxCheckpointSamples = 8
+	MaxCheckpointSources = 64
+)
+
+// ReportWindow: a source's samples count while its newest is no older
+// than this before the newest of all.
+const ReportWindow = time.Hour
+
+// KeepSamples returns what a measurement keeps of xs (oldest first, each
+// one's sample given by sample): the newest MaxCheckpointSamples of each
+// source, of the MaxCheckpointSources sources that reported last, in
+// their order. A source that reports every heartbeat cannot push the
+// others' samples out.
+func KeepSamples[T any](xs []T, sample func(*T) CheckpointSample) []T {
+	count := map[string]int{}
+	var sources []string // newest first
+	keep := make([]bool, len(xs))
+	for i := len(xs) - 1; i >= 0; i-- {
+		src := sample(&xs[i]).Source
+		n, seen := count[src]
+		if !seen {
+			if len(sources) == MaxCheckpointSources {
+				continue
+			}
+			sources = append(sources, src)
+		}
+		if n < MaxCheckpointSamples {
+			count[src] = n + 1
+			keep[i] = true
+		}
+	}
+	out := xs[:0:0]
+	for i := range xs {
+		if keep[i] {
+			out = append(out, xs[i])
+		}
+	}
+	return out
+}
 
 // MinSampleBytes: a checkpoint smaller than this measures the storage's
 // latency (an open, a write, an fsync) rather than its bandwidth, and is
@@ -40,17 +83,44 @@ const MinSampleBytes = 64 << 20
 //     miss, deadlines lengthen, and below the floor preemption stops.
 //
 // Samples under MinSampleBytes are left out.
+//
+// A workload reports its own checkpoints, and a team's workload could lie:
+// report slow writes, or ignore SIGTERM until it is killed, to stop
+// preemption in the whole fleet (its own jobs with it). So each source
+// (the org/team whose job wrote the sample) is measured alone, over the
+// newest MaxCheckpointSamples of its samples, and the storage is as fast
+// as the fastest source that reported within ReportWindow of the newest
+// sample: one team's reports lower only its own figure, and R3's guard
+// stops preemption only when every team that wrote recently saw the
+// storage slow. A degradation is then seen once the teams whose last
+// checkpoint came before it write again or fall out of the window (an
+// hour at most). Reports faster than the storage are the other lie: the
+// pass never plans with more than the configured bandwidth (PlanBandwidth).
 func MeasuredBandwidth(samples []CheckpointSample) float64 {
-	if n := len(samples); n > MaxCheckpointSamples {
-		samples = samples[n-MaxCheckpointSamples:]
-	}
-	big := make([]CheckpointSample, 0, len(samples))
+	samples = KeepSamples(samples, func(s *CheckpointSample) CheckpointSample { return *s })
+	var newest time.Time
+	groups := map[string][]CheckpointSample{}
 	for _, s := range samples {
 		if s.Bytes >= MinSampleBytes {
-			big = append(big, s)
+			groups[s.Source] = append(groups[s.Source], s)
+			newest = later(newest, s.End)
 		}
 	}
-	samples = big
+	best := 0.0
+	for _, g := range groups {
+		last := time.Time{}
+		for _, s := range g {
+			last = later(last, s.End)
+		}
+		if newest.Sub(last) <= ReportWindow {
+			best = max(best, sourceBandwidth(g))
+		}
+	}
+	return best
+}
+
+// sourceBandwidth measures one source's samples, as described above.
+func sourceBandwidth(samples []CheckpointSample) float64 {
 	var complete []CheckpointSample
 	var newest time.Time
 	for _, s := range samples {

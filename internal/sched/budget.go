@@ -63,11 +63,8 @@ type budget struct {
 }
 
 func (p *planner) newBudget() budget {
-	b := budget{bandwidth: p.cfg.Storage.Bandwidth}
-	if p.s.StorageBandwidth > 0 {
-		b.bandwidth = p.s.StorageBandwidth
-		b.degraded = p.s.StorageBandwidth < p.cfg.Storage.MinBandwidth
-	}
+	b := budget{bandwidth: planBandwidth(p.cfg, p.s.StorageBandwidth)}
+	b.degraded = p.s.StorageBandwidth > 0 && p.s.StorageBandwidth < p.cfg.Storage.MinBandwidth
 	floor := 0
 	for _, r := range p.s.RecentPreemptions {
 		if age := p.now.Sub(r.At); age >= 0 && age < time.Hour {
@@ -129,10 +126,20 @@ func stopDeadline(j *model.Job, floor time.Duration, bandwidth float64) time.Dur
 // rule a pass uses. bandwidth 0 means unmeasured.
 func StopDeadline(j *model.Job, c Config, bandwidth float64) time.Duration {
 	c = c.withDefaults()
-	if bandwidth <= 0 {
-		bandwidth = c.Storage.Bandwidth
+	return stopDeadline(j, c.Storage.MinDeadline, planBandwidth(c, bandwidth))
+}
+
+// planBandwidth is what deadlines and the checkpoint budget are planned
+// with: the measured bandwidth (0: none yet, so the configured one), but
+// never more than the configured one. A report faster than the storage is
+// rated for is a fluke or a team's lie (MeasuredBandwidth), and deadlines
+// planned on it would kill other teams' checkpoints the storage could
+// have written. c has its defaults.
+func planBandwidth(c Config, measured float64) float64 {
+	if measured <= 0 {
+		return c.Storage.Bandwidth
 	}
-	return stopDeadline(j, c.Storage.MinDeadline, bandwidth)
+	return min(measured, c.Storage.Bandwidth)
 }
 
 // StorageView is the checkpoint bandwidth a pass plans with, given the
@@ -140,10 +147,7 @@ func StopDeadline(j *model.Job, c Config, bandwidth float64) time.Duration {
 // which preemption stops: what the topology view shows.
 func StorageView(c Config, measured float64) (bandwidth float64, isMeasured bool, floor float64) {
 	c = c.withDefaults()
-	if measured > 0 {
-		return measured, true, c.Storage.MinBandwidth
-	}
-	return c.Storage.Bandwidth, false, c.Storage.MinBandwidth
+	return planBandwidth(c, measured), measured > 0, c.Storage.MinBandwidth
 }
 
 // writeRate is the checkpoint bandwidth a preemption of j takes while in

@@ -225,7 +225,7 @@ func (r *run) preempt(p sched.Preemption) {
 	j.stopAt = r.now
 	j.stopGen++
 	j.stopping = true
-	r.store.start(j.idx, float64(j.spec.CheckpointBytes), r.now)
+	r.store.start(j.idx, j.spec.Team, float64(j.spec.CheckpointBytes), r.now)
 	r.kickStorage()
 	r.schedule(max(p.Deadline.Sub(Epoch), r.now), evKill, j.idx, j.stopGen)
 	r.recent = append(r.recent, p.Record(Epoch.Add(r.now)))

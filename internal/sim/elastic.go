@@ -83,7 +83,7 @@ func (r *run) beginResize(j *jobRun, drop []string, to int, deadline time.Time) 
 	j.stopGen++
 	j.job.Size, j.job.ResizedAt = to, Epoch.Add(r.now)
 	j.resizes++
-	r.store.start(j.idx, float64(j.spec.CheckpointBytes), r.now)
+	r.store.start(j.idx, j.spec.Team, float64(j.spec.CheckpointBytes), r.now)
 	r.kickStorage()
 	r.schedule(max(deadline.Sub(Epoch), r.now), evKill, j.idx, j.stopGen)
 }

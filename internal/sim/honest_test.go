@@ -167,12 +167,12 @@ func drain(s *storage) map[int]time.Duration {
 func TestStorageSharing(t *testing.T) {
 	const B, size = 1e9, 100e9 // 1 GB/s; 100 GB: 100 s alone
 	alone := &storage{base: B}
-	alone.start(1, size, 0)
+	alone.start(1, "", size, 0)
 	nearDur(t, "one write alone", drain(alone)[1], 100*time.Second)
 
 	two := &storage{base: B}
-	two.start(1, size, 0)
-	two.start(2, size, 0)
+	two.start(1, "", size, 0)
+	two.start(2, "", size, 0)
 	at := two.next()
 	nearDur(t, "two writes together, next()", at, 200*time.Second)
 	two.advance(at - time.Second)
@@ -190,30 +190,30 @@ func TestStorageSharing(t *testing.T) {
 	// Staggered: B joins at 50 s, when A has 50 GB; they share until A is
 	// done at 150 s (B then has 50 GB), and B alone finishes at 200 s.
 	st := &storage{base: B}
-	st.start(1, size, 0)
-	st.start(2, size, 50*time.Second)
+	st.start(1, "", size, 0)
+	st.start(2, "", size, 50*time.Second)
 	done := drain(st)
 	nearDur(t, "staggered first", done[1], 150*time.Second)
 	nearDur(t, "staggered second", done[2], 200*time.Second)
 
 	// An episode at half the bandwidth doubles the time.
 	half := &storage{base: B, episodes: []Degradation{{At: 0, Until: time.Hour, Factor: 0.5}}}
-	half.start(1, size, 0)
+	half.start(1, "", size, 0)
 	nearDur(t, "one write in a 50% episode", drain(half)[1], 200*time.Second)
 	// An episode starting mid-write: 50 GB at full speed, 50 GB at half.
 	mid := &storage{base: B, episodes: []Degradation{{At: 50 * time.Second, Until: time.Hour, Factor: 0.5}}}
-	mid.start(1, size, 0)
+	mid.start(1, "", size, 0)
 	nearDur(t, "episode from 50 s", drain(mid)[1], 150*time.Second)
 	// An episode ending mid-write: 25 GB in the first 50 s, 75 GB after.
 	ends := &storage{base: B, episodes: []Degradation{{At: 0, Until: 50 * time.Second, Factor: 0.5}}}
-	ends.start(1, size, 0)
+	ends.start(1, "", size, 0)
 	nearDur(t, "episode until 50 s", drain(ends)[1], 125*time.Second)
 
 	// Cancel at 30 s of two sharing: each wrote 15 GB; the other then
 	// has the bandwidth alone.
 	c := &storage{base: B}
-	c.start(1, size, 0)
-	c.start(2, size, 0)
+	c.start(1, "", size, 0)
+	c.start(2, "", size, 0)
 	w := c.cancel(1, 30*time.Second)
 	if w == nil || w.job != 1 || math.Abs(w.done-15e9) > 1 || w.bytes != size || w.start != 0 {
 		t.Fatalf("cancel returned %+v, want job 1 with 15e9 of 100e9 bytes written, started at 0", w)

@@ -22,10 +22,13 @@ type storage struct {
 }
 
 type ckptWrite struct {
-	job   int // arrival number
-	bytes float64
-	done  float64
-	start time.Duration
+	job int // arrival number
+	// source is the team whose job writes it (CheckpointSample.Source);
+	// "" for the durable reports, which stand for every running job.
+	source string
+	bytes  float64
+	done   float64
+	start  time.Duration
 }
 
 // bandwidth is what the storage delivers at t, in bytes/s.
@@ -90,10 +93,10 @@ func (s *storage) next() time.Duration {
 	return at
 }
 
-// start begins a checkpoint of bytes for job at t.
-func (s *storage) start(job int, bytes float64, t time.Duration) {
+// start begins a checkpoint of bytes for job (of team source) at t.
+func (s *storage) start(job int, source string, bytes float64, t time.Duration) {
 	s.advance(t)
-	s.writes = append(s.writes, &ckptWrite{job: job, bytes: max(bytes, 1), start: t})
+	s.writes = append(s.writes, &ckptWrite{job: job, source: source, bytes: max(bytes, 1), start: t})
 }
 
 // finished removes and returns the writes complete by now (advanced).
@@ -126,10 +129,8 @@ func (s *storage) cancel(job int, t time.Duration) *ckptWrite {
 // report records a preemption checkpoint the way an agent reports one:
 // its bytes and seconds, and whether it completed before the deadline.
 func (s *storage) report(w *ckptWrite, end time.Duration, complete bool) {
-	s.samples = append(s.samples, sched.CheckpointSample{Bytes: int64(w.bytes), Start: Epoch.Add(w.start), End: Epoch.Add(end), Complete: complete})
-	if n := len(s.samples); n > sched.MaxCheckpointSamples {
-		s.samples = append(s.samples[:0], s.samples[n-sched.MaxCheckpointSamples:]...)
-	}
+	s.samples = append(s.samples, sched.CheckpointSample{Bytes: int64(w.bytes), Start: Epoch.Add(w.start), End: Epoch.Add(end), Complete: complete, Source: w.source})
+	s.samples = sched.KeepSamples(s.samples, func(c *sched.CheckpointSample) sched.CheckpointSample { return *c })
 }
 
 // measured is the bandwidth the control loop would pass in State, from
