@@ -59,7 +59,10 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 		return false
 	}
 	for _, r := range rep.Allocations {
-		fresh := r.CheckpointStats != nil && !seen(r.ID, r.CheckpointStats.At)
+		// A report dated ahead of the control loop's clock (beyond a
+		// minute of skew) is no sample: its End would make every other
+		// team's reports look an hour old (MeasuredBandwidth's window).
+		fresh := r.CheckpointStats != nil && !seen(r.ID, r.CheckpointStats.At) && !r.CheckpointStats.At.After(ch.now.Add(maxReportSkew))
 		if st := r.CheckpointStats; fresh && st.Bytes < sched.MinSampleBytes {
 			// Not a bandwidth sample, so never in recs: it is fresh only
 			// while the job's measured size differs, or every heartbeat
@@ -95,7 +98,9 @@ func (c *Controller) noteCheckpoints(ch *change, rep *model.NodeReport) {
 	// An agent repeats its last report every heartbeat: one dropped
 	// already (older than its source's newest MaxCheckpointSamples) comes
 	// back, and is dropped again without a write.
-	kept := sched.KeepSamples(recs, func(r *checkpointRecord) sched.CheckpointSample { return r.CheckpointSample })
+	kept := sched.KeepSamples(slices.DeleteFunc(slices.Clone(recs), func(r checkpointRecord) bool {
+		return r.End.After(ch.now.Add(maxReportSkew)) // kept before reports were bounded
+	}), func(r *checkpointRecord) sched.CheckpointSample { return r.CheckpointSample })
 	if slices.Equal(kept, recs[:n0]) {
 		return
 	}
@@ -118,6 +123,10 @@ func sourceOf(ch *change, a *model.Allocation) string {
 	}
 	return ""
 }
+
+// maxReportSkew is how far ahead of the control loop's clock a
+// checkpoint report may be dated (the node's clock, or the workload's).
+const maxReportSkew = time.Minute
 
 // ownerOf is the owner of an allocation as the change sees it, "" if none.
 func ownerOf(ch *change, alloc string) string {

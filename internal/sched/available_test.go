@@ -148,10 +148,14 @@ func TestMeasuredBandwidth(t *testing.T) {
 		// An older kill is ignored: storage has delivered since.
 		{"older kill ignored", []CheckpointSample{old, a, b, c}, 230e9 / 180},
 		{"only kills", []CheckpointSample{miss, fast}, 10e9 / 30},
-		// Only the newest MaxCheckpointSamples count: the killed sample
-		// at the front (it would cap at 10 MB/s) is beyond them; the
-		// eight writes of a at once show 800 GB over 100 s.
-		{"window", append([]CheckpointSample{sample(1e9, 300, 400, false)}, a, a, a, a, a, a, a, a), 8e9},
+		// Only the newest MaxCheckpointSamples (by End) count: a slow
+		// write that ended before them (with it, 801 GB over 1,090 s) is
+		// beyond them; the eight writes of a at once show 800 GB over
+		// 100 s.
+		{"window", append([]CheckpointSample{sample(1e9, -1000, -10, true)}, a, a, a, a, a, a, a, a), 8e9},
+		// By End, not by place: the same slow write reported last (an
+		// agent repeating an old report) is still the oldest.
+		{"window by end", append([]CheckpointSample{a, a, a, a, a, a, a, a}, sample(1e9, -1000, -10, true)), 8e9},
 		// A few kilobytes in a millisecond measure latency: left out,
 		// complete or killed, so they neither set nor cap the estimate.
 		{"tiny ones left out", []CheckpointSample{a, {Bytes: 4096, Start: at(300), End: at(301), Complete: true},

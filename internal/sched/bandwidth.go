@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"time"
 )
@@ -30,27 +32,40 @@ const (
 // than this before the newest of all.
 const ReportWindow = time.Hour
 
-// KeepSamples returns what a measurement keeps of xs (oldest first, each
-// one's sample given by sample): the newest MaxCheckpointSamples of each
-// source, of the MaxCheckpointSources sources that reported last, in
-// their order. A source that reports every heartbeat cannot push the
-// others' samples out.
+// KeepSamples returns what a measurement keeps of xs (each one's sample
+// given by sample), in their order: the newest MaxCheckpointSamples of
+// each source by End, of the MaxCheckpointSources sources whose newest
+// sample is newest. A source that reports every heartbeat cannot push the
+// others' samples out, and a report that comes back after it was dropped
+// (an agent repeats its last one every heartbeat) is dropped again: it is
+// older than what was kept.
 func KeepSamples[T any](xs []T, sample func(*T) CheckpointSample) []T {
-	count := map[string]int{}
-	var sources []string // newest first
-	keep := make([]bool, len(xs))
-	for i := len(xs) - 1; i >= 0; i-- {
-		src := sample(&xs[i]).Source
-		n, seen := count[src]
-		if !seen {
-			if len(sources) == MaxCheckpointSources {
-				continue
-			}
-			sources = append(sources, src)
+	type entry struct {
+		i   int
+		end time.Time
+	}
+	bySource := map[string][]entry{}
+	for i := range xs {
+		s := sample(&xs[i])
+		bySource[s.Source] = append(bySource[s.Source], entry{i, s.End})
+	}
+	newer := func(a, b entry) int { // newest first; later in xs first among equals
+		if c := b.end.Compare(a.end); c != 0 {
+			return c
 		}
-		if n < MaxCheckpointSamples {
-			count[src] = n + 1
-			keep[i] = true
+		return cmp.Compare(b.i, a.i)
+	}
+	heads := make([]entry, 0, len(bySource))
+	for src, es := range bySource {
+		slices.SortFunc(es, newer)
+		bySource[src] = es[:min(len(es), MaxCheckpointSamples)]
+		heads = append(heads, es[0])
+	}
+	slices.SortFunc(heads, newer)
+	keep := make([]bool, len(xs))
+	for _, h := range heads[:min(len(heads), MaxCheckpointSources)] {
+		for _, e := range bySource[sample(&xs[h.i]).Source] {
+			keep[e.i] = true
 		}
 	}
 	out := xs[:0:0]

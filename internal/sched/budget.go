@@ -147,7 +147,10 @@ func planBandwidth(c Config, measured float64) float64 {
 // which preemption stops: what the topology view shows.
 func StorageView(c Config, measured float64) (bandwidth float64, isMeasured bool, floor float64) {
 	c = c.withDefaults()
-	return planBandwidth(c, measured), measured > 0, c.Storage.MinBandwidth
+	if measured > 0 {
+		return measured, true, c.Storage.MinBandwidth
+	}
+	return c.Storage.Bandwidth, false, c.Storage.MinBandwidth
 }
 
 // writeRate is the checkpoint bandwidth a preemption of j takes while in
