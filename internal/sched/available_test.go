@@ -186,7 +186,9 @@ func TestMeasuredBandwidth(t *testing.T) {
 }
 
 // TestPlanBandwidthIsCapped: deadlines are never planned with more than
-// the configured bandwidth, however fast a report says the storage is.
+// the configured bandwidth, however fast a report says the storage is,
+// and never run past storage.max_deadline, however large a checkpoint a
+// job declares.
 func TestPlanBandwidthIsCapped(t *testing.T) {
 	c := Config{Storage: Storage{Bandwidth: 100e9}}.withDefaults()
 	j := &model.Job{Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1000e9}}
@@ -197,9 +199,14 @@ func TestPlanBandwidthIsCapped(t *testing.T) {
 		{0, 30 * time.Second},       // none: 1000 GB / 100 GB/s × 3
 		{50e9, 60 * time.Second},    // slower: longer
 		{10000e9, 30 * time.Second}, // a report 100× the storage: capped
+		{0.1e9, 10 * time.Minute},   // 30,000 s at 0.1 GB/s: max_deadline
 	} {
 		if got := StopDeadline(j, c, tc.measured); got != tc.want {
 			t.Errorf("measured %.0f GB/s: deadline %s, want %s", tc.measured/1e9, got, tc.want)
 		}
+	}
+	huge := &model.Job{Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1 << 50}} // the API's largest: 1 PiB
+	if got := StopDeadline(huge, c, 1); got != 10*time.Minute {
+		t.Errorf("1 PiB at 1 B/s: deadline %s, want the 10m cap", got)
 	}
 }

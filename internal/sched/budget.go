@@ -106,19 +106,21 @@ func (b *budget) rate(extra int) float64 {
 }
 
 // deadline is how long a job gets to checkpoint and exit:
-// checkpoint bytes / bandwidth × 3 (R3), never less than MinDeadline.
+// checkpoint bytes / bandwidth × 3 (R3), within [MinDeadline, MaxDeadline].
 func (p *planner) deadline(j *model.Job) time.Duration {
-	return stopDeadline(j, p.cfg.Storage.MinDeadline, p.budget.bandwidth)
+	return stopDeadline(j, p.cfg.Storage, p.budget.bandwidth)
 }
 
-func stopDeadline(j *model.Job, floor time.Duration, bandwidth float64) time.Duration {
-	d := floor
+func stopDeadline(j *model.Job, s Storage, bandwidth float64) time.Duration {
+	d := s.MinDeadline
 	if j.Checkpoint != nil && bandwidth > 0 {
-		if c := time.Duration(float64(j.Checkpoint.Bytes()) / bandwidth * 3 * float64(time.Second)); c > d {
-			d = c
+		// In float seconds first: a petabyte over a slow measure would
+		// overflow a Duration.
+		if c := float64(j.Checkpoint.Bytes()) / bandwidth * 3; c > d.Seconds() {
+			d = time.Duration(min(c, s.MaxDeadline.Seconds()) * float64(time.Second))
 		}
 	}
-	return d
+	return min(max(d, s.MinDeadline), max(s.MaxDeadline, s.MinDeadline))
 }
 
 // StopDeadline is the time a job gets to checkpoint and exit when it is
@@ -126,7 +128,7 @@ func stopDeadline(j *model.Job, floor time.Duration, bandwidth float64) time.Dur
 // rule a pass uses. bandwidth 0 means unmeasured.
 func StopDeadline(j *model.Job, c Config, bandwidth float64) time.Duration {
 	c = c.withDefaults()
-	return stopDeadline(j, c.Storage.MinDeadline, planBandwidth(c, bandwidth))
+	return stopDeadline(j, c.Storage, planBandwidth(c, bandwidth))
 }
 
 // planBandwidth is what deadlines and the checkpoint budget are planned
@@ -154,12 +156,13 @@ func StorageView(c Config, measured float64) (bandwidth float64, isMeasured bool
 }
 
 // writeRate is the checkpoint bandwidth a preemption of j takes while in
-// flight: its checkpoint spread over its deadline.
+// flight: its checkpoint spread over its deadline, and no more than the
+// storage has (a checkpoint too large for the capped deadline).
 func (p *planner) writeRate(j *model.Job) float64 {
 	if j.Checkpoint == nil {
 		return 0
 	}
-	return float64(j.Checkpoint.Bytes()) / p.deadline(j).Seconds()
+	return min(float64(j.Checkpoint.Bytes())/p.deadline(j).Seconds(), p.budget.bandwidth)
 }
 
 // verdict is whether a set of victims may be preempted now.

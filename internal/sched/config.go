@@ -125,6 +125,14 @@ type Storage struct {
 	// MinDeadline floors the preemption deadline for small checkpoints:
 	// process teardown takes time too. Default 30s.
 	MinDeadline time.Duration `json:"min_deadline,omitempty" yaml:"min_deadline"`
+	// MaxDeadline caps it. A job declares its checkpoint's size (or its
+	// workload reports it), so without a cap a job declaring a petabyte
+	// got a deadline of hours: asked to yield, it kept its GPUs that long
+	// (inference waiting on its own pool), and its write held the
+	// checkpoint budget against every other preemption. A checkpoint that
+	// cannot be written within the cap is a kill at it. Default 10m (980
+	// GB at the default 20 GB/s floor needs 147 s).
+	MaxDeadline time.Duration `json:"max_deadline,omitempty" yaml:"max_deadline"`
 }
 
 // Budget is the preemption budget's tiers (R6), as fractions of running
@@ -192,6 +200,9 @@ func (c Config) withDefaults() Config {
 	if c.Storage.MinDeadline == 0 {
 		c.Storage.MinDeadline = 30 * time.Second
 	}
+	if c.Storage.MaxDeadline == 0 {
+		c.Storage.MaxDeadline = 10 * time.Minute
+	}
 	if c.SLO.MaxGPUs == 0 {
 		c.SLO.MaxGPUs = 64
 	}
@@ -217,7 +228,7 @@ func (c Config) Validate() error {
 		key string
 		v   time.Duration
 	}{{"min_runtime", c.MinRuntime}, {"grow_after", c.GrowAfter}, {"starvation_after", c.StarvationAfter}, {"slo.schedule_after", c.SLO.ScheduleAfter},
-		{"storage.min_deadline", c.Storage.MinDeadline}} {
+		{"storage.min_deadline", c.Storage.MinDeadline}, {"storage.max_deadline", c.Storage.MaxDeadline}} {
 		if d.v < 0 {
 			return bad(d.key, "%v: must not be negative", d.v)
 		}
@@ -250,6 +261,9 @@ func (c Config) Validate() error {
 	d := c.withDefaults()
 	if d.Storage.MinBandwidth > d.Storage.Bandwidth {
 		return bad("storage.min_bandwidth", "%g bytes/s is above storage.bandwidth (%g): preemption would never run", d.Storage.MinBandwidth, d.Storage.Bandwidth)
+	}
+	if d.Storage.MaxDeadline < d.Storage.MinDeadline {
+		return bad("storage.max_deadline", "%v is below storage.min_deadline (%v)", d.Storage.MaxDeadline, d.Storage.MinDeadline)
 	}
 	if d.Budget.Warn > d.Budget.Page {
 		return bad("budget.warn", "%g is above budget.page (%g): the warning tier must start below the paging tier", d.Budget.Warn, d.Budget.Page)
