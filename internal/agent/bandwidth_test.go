@@ -172,7 +172,8 @@ func alertKinds(as []control.AlertRecord) []string {
 // checkpoints at 0.1 GB/s, below the 0.2 GB/s floor (slow storage of its
 // own making, or a lie to keep its jobs from being preempted), while
 // another team's report 0.5 GB/s. Each team is measured alone and the
-// storage is as fast as the fastest that reported recently: no page, and
+// storage is as fast as the faster of the two (the upper median of the
+// teams that reported recently): no page, and
 // a preemption still goes ahead. (A team that is the only one to report
 // sets the figure alone: with one witness, berth cannot tell a lie from
 // slow storage.)

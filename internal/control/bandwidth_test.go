@@ -13,7 +13,7 @@ import (
 // checkpoint report under its job's org/team, keeps eight per team (a
 // team reporting every heartbeat cannot push another's out), takes no
 // report dated ahead of its clock, and measures the storage as fast as
-// the fastest team (sched.MeasuredBandwidth).
+// the faster of two teams (sched.MeasuredBandwidth: the upper median).
 func TestCheckpointReportsCountPerTeam(t *testing.T) {
 	h := newHarness(t, Config{HeartbeatInterval: 2 * time.Second})
 	h.beat(report("n1", 1, 8))

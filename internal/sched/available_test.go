@@ -162,15 +162,20 @@ func TestMeasuredBandwidth(t *testing.T) {
 			{Bytes: 4096, Start: at(302), End: at(303)}}, 1e9},
 		{"only tiny ones", []CheckpointSample{{Bytes: 4096, Start: at(300), End: at(301), Complete: true}}, 0},
 		// Each source (org/team) is measured alone, and the storage is as
-		// fast as the fastest that reported within the hour: a team that
-		// reports slow writes (or is killed at every deadline) lowers only
-		// its own figure.
+		// fast as the upper median of those that reported within the hour
+		// (of two, the faster): a team that reports slow writes (or is
+		// killed at every deadline) lowers only its own figure.
 		{"a slow team beside a fast one", []CheckpointSample{from(a, "ml/a"), from(sample(1e9, 300, 1300, true), "ml/evil"),
 			from(sample(1e9, 1400, 1410, false), "ml/evil")}, 1e9},
 		{"every team slow", []CheckpointSample{from(sample(10e9, 0, 100, true), "ml/a"), from(sample(20e9, 50, 250, true), "ml/b")}, 0.1e9},
 		// A team whose last report is over an hour older than the newest
 		// does not vote: its fast write was before the storage slowed.
 		{"a stale fast team", []CheckpointSample{from(a, "ml/a"), from(sample(10e9, 3700, 3800, true), "ml/b")}, 0.1e9},
+		// With three or more teams, the middle one: a team reporting
+		// impossibly fast writes cannot keep the guard off either.
+		{"a fast liar among three slow", []CheckpointSample{from(sample(10e9, 0, 100, true), "ml/a"), from(sample(10e9, 0, 100, true), "ml/b"),
+			from(sample(1000e9, 90, 91, true), "ml/liar")}, 0.1e9},
+		{"a slow liar among three fast", []CheckpointSample{from(a, "ml/a"), from(b, "ml/b"), from(sample(1e9, 0, 1000, true), "ml/liar")}, 1e9},
 		// A team reporting every heartbeat keeps only its newest eight;
 		// the others' samples stay.
 		{"a flood does not push others out", append([]CheckpointSample{from(a, "ml/a")}, flood(at, 20, "ml/evil")...), 1e9},

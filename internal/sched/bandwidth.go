@@ -104,13 +104,15 @@ const MinSampleBytes = 64 << 20
 // preemption in the whole fleet (its own jobs with it). So each source
 // (the org/team whose job wrote the sample) is measured alone, over the
 // newest MaxCheckpointSamples of its samples, and the storage is as fast
-// as the fastest source that reported within ReportWindow of the newest
-// sample: one team's reports lower only its own figure, and R3's guard
-// stops preemption only when every team that wrote recently saw the
-// storage slow. A degradation is then seen once the teams whose last
-// checkpoint came before it write again or fall out of the window (an
-// hour at most). Reports faster than the storage are the other lie: the
-// pass never plans with more than the configured bandwidth (PlanBandwidth).
+// as the upper median of the sources that reported within ReportWindow
+// of the newest sample (the faster of two, the middle of three): one
+// team's reports, slow or fast, cannot move it while three or more
+// report, and R3's guard stops preemption when most teams that wrote
+// recently saw the storage slow. A degradation is then seen once enough
+// of the teams whose last checkpoint came before it write again or fall
+// out of the window (an hour at most). Reports faster than the storage
+// are capped as well: the pass never plans with more than the
+// configured bandwidth (planBandwidth).
 func MeasuredBandwidth(samples []CheckpointSample) float64 {
 	samples = KeepSamples(samples, func(s *CheckpointSample) CheckpointSample { return *s })
 	var newest time.Time
@@ -121,17 +123,23 @@ func MeasuredBandwidth(samples []CheckpointSample) float64 {
 			newest = later(newest, s.End)
 		}
 	}
-	best := 0.0
+	var votes []float64
 	for _, g := range groups {
 		last := time.Time{}
 		for _, s := range g {
 			last = later(last, s.End)
 		}
 		if newest.Sub(last) <= ReportWindow {
-			best = max(best, sourceBandwidth(g))
+			votes = append(votes, sourceBandwidth(g))
 		}
 	}
-	return best
+	if len(votes) == 0 {
+		return 0
+	}
+	// The upper median: with three or more sources one liar, fast or
+	// slow, cannot move it past the others; with two, the faster counts.
+	slices.SortFunc(votes, func(a, b float64) int { return cmp.Compare(b, a) })
+	return votes[(len(votes)-1)/2]
 }
 
 // sourceBandwidth measures one source's samples, as described above.
