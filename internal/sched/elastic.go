@@ -267,6 +267,9 @@ func (p *planner) growOne(c growCand) {
 			p.ix.Rollback(cp)
 			continue
 		}
+		// Growth on the inference pool is borrowed from it, as a job placed
+		// there is (R1): marked so, and counted beyond quota.
+		pl.Borrowed = pl.Borrowed || g.pool != "" && g.pool == p.cfg.Pools.Inference
 		p.quota.add(j, extra, borrowed || pl.Borrowed)
 		if c.bind >= 0 {
 			b := &p.d.Binds[c.bind]

@@ -560,8 +560,12 @@ func TestElasticBorrowerGrowsOnlyWhileThePoolIsLent(t *testing.T) {
 		{"serving took GPUs back 10 minutes ago: no growth", reclaim, 0},
 	} {
 		s := State{Nodes: nodes, Jobs: JobsOf([]model.Job{j}), Allocations: allocs, Config: cfg, RecentPreemptions: tt.recent}
-		if got, b := bindGPUs(Plan(s, elasticNow), "el"); got != tt.want {
+		got, b := bindGPUs(Plan(s, elasticNow), "el")
+		if got != tt.want {
 			t.Errorf("%s: grew by %d GPUs (%+v), want %d", tt.name, got, b, tt.want)
+		}
+		if b != nil && !b.Borrowed {
+			t.Errorf("%s: growth on the inference pool not marked borrowed: %+v", tt.name, b)
 		}
 	}
 }
