@@ -114,12 +114,8 @@ func sourceOf(ch *change, a *model.Allocation) string {
 	if !ok {
 		return ""
 	}
-	scopes := j.Scopes()
-	if len(scopes) > 1 {
-		return scopes[1]
-	}
-	if len(scopes) == 1 {
-		return scopes[0]
+	if scopes := j.Scopes(); len(scopes) > 0 {
+		return scopes[min(len(scopes), 2)-1] // org/team, or the org alone
 	}
 	return ""
 }

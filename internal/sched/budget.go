@@ -112,15 +112,13 @@ func (p *planner) deadline(j *model.Job) time.Duration {
 }
 
 func stopDeadline(j *model.Job, s Storage, bandwidth float64) time.Duration {
-	d := s.MinDeadline
+	// In float seconds: a petabyte over a slow measure would overflow a
+	// Duration.
+	d := s.MinDeadline.Seconds()
 	if j.Checkpoint != nil && bandwidth > 0 {
-		// In float seconds first: a petabyte over a slow measure would
-		// overflow a Duration.
-		if c := float64(j.Checkpoint.Bytes()) / bandwidth * 3; c > d.Seconds() {
-			d = time.Duration(min(c, s.MaxDeadline.Seconds()) * float64(time.Second))
-		}
+		d = max(d, float64(j.Checkpoint.Bytes())/bandwidth*3)
 	}
-	return min(max(d, s.MinDeadline), max(s.MaxDeadline, s.MinDeadline))
+	return time.Duration(min(d, max(s.MaxDeadline, s.MinDeadline).Seconds()) * float64(time.Second))
 }
 
 // StopDeadline is the time a job gets to checkpoint and exit when it is

@@ -239,8 +239,12 @@ func (p *planner) growOne(c growCand) {
 	}
 	ns := &p.ix.nodes[anchor]
 	g := p.ix.groups[ns.group]
-	if pools := p.cfg.Pools; g.pool != "" && g.pool == pools.Inference && !pools.BorrowInference {
-		return // a borrower grows only while the pool is lent (Lending)
+	// Growth on the inference pool is borrowed from it, as a job placed
+	// there is (R1): only while the pool is lent (Lending), marked so, and
+	// counted beyond quota.
+	onLoan := g.pool != "" && g.pool == p.cfg.Pools.Inference
+	if onLoan && !p.cfg.Pools.BorrowInference {
+		return
 	}
 	u, room := unit{g: g, pod: -1, node: -1}, g.free
 	switch j.Shape.Topology {
@@ -267,9 +271,7 @@ func (p *planner) growOne(c growCand) {
 			p.ix.Rollback(cp)
 			continue
 		}
-		// Growth on the inference pool is borrowed from it, as a job placed
-		// there is (R1): marked so, and counted beyond quota.
-		pl.Borrowed = pl.Borrowed || g.pool != "" && g.pool == p.cfg.Pools.Inference
+		pl.Borrowed = pl.Borrowed || onLoan
 		p.quota.add(j, extra, borrowed || pl.Borrowed)
 		if c.bind >= 0 {
 			b := &p.d.Binds[c.bind]

@@ -69,21 +69,27 @@ func notLent(c Config, measured float64, recent []PreemptionRecord, now time.Tim
 		last.Add(ReclaimQuiet).UTC().Format("15:04"), gpus, last.UTC().Format("15:04"))
 }
 
+// stopLendingIf stops lending for the rest of the pass when the measure
+// or the records say the pool is not lent (notLent), and keeps the
+// reason for the jobs that would have borrowed.
+func (p *planner) stopLendingIf(measured float64, recent []PreemptionRecord) {
+	if !p.cfg.Pools.BorrowInference {
+		return
+	}
+	if p.unlent = notLent(p.cfg, measured, recent, p.now); p.unlent != "" {
+		p.cfg.Pools.BorrowInference = false
+	}
+}
+
 // stopLendingAfterReclaim stops lending for the rest of the pass when the
 // inference pass just took back GPUs it had lent: the next pass reads the
 // record, this one has only the decision.
 func (p *planner) stopLendingAfterReclaim() {
-	if !p.cfg.Pools.BorrowInference {
-		return
-	}
 	var recs []PreemptionRecord
 	for _, pr := range p.d.Preemptions {
 		if pr.Reclaim {
 			recs = append(recs, pr.Record(p.now))
 		}
 	}
-	if len(recs) > 0 {
-		p.unlent = notLent(p.cfg, 0, recs, p.now)
-		p.cfg.Pools.BorrowInference = false
-	}
+	p.stopLendingIf(0, recs)
 }

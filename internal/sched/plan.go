@@ -267,11 +267,7 @@ func (p *planner) prepare() {
 		}
 	}
 	p.budget = p.newBudget()
-	if p.cfg.Pools.BorrowInference {
-		if p.unlent = notLent(p.cfg, p.s.StorageBandwidth, p.s.RecentPreemptions, p.now); p.unlent != "" {
-			p.cfg.Pools.BorrowInference = false
-		}
-	}
+	p.stopLendingIf(p.s.StorageBandwidth, p.s.RecentPreemptions)
 }
 
 // candidates are the preemption candidates in order, built on first use:
