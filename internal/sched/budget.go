@@ -73,14 +73,14 @@ func (p *planner) newBudget() budget {
 		}
 	}
 	seen := map[string]bool{}
-	for _, a := range p.s.Allocations {
+	for k, a := range p.s.Allocations {
 		if a.OwnerKind == model.OwnerInference {
 			continue
 		}
 		b.running += a.GPUs.Count()
 		if a.Stopping && !seen[a.OwnerID] {
 			seen[a.OwnerID] = true
-			if j := p.jobs[a.OwnerID]; j != nil {
+			if j := p.owners[k]; j != nil {
 				b.inFlight += p.writeRate(j)
 			}
 		}

@@ -143,7 +143,13 @@ type planner struct {
 	// the way of, in the order they were tried.
 	blocked []blockedReq
 
-	jobs         map[string]*model.Job
+	// owners[k] is the job of allocation k when it is a training job
+	// not pending (nil otherwise); running counts those jobs. prepare
+	// finds them once, by id: later walks of the allocations read the
+	// slice, not a map of 100k ids (a hash and a compare of a long key
+	// per allocation, per walk, at fleet scale).
+	owners       []*model.Job
+	running      int
 	quota        *quotaBook
 	cands        []*victim       // preemption candidates, in preemption order
 	backfilled   map[string]bool // reservations with backfill running inside
@@ -211,7 +217,7 @@ type blockedReq struct {
 func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	cfg := s.Config.withDefaults()
 	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
-		jobs: make(map[string]*model.Job, len(s.Allocations)), quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
+		quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
 		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, shapeIdx: map[shapeID]int32{}, noHold: map[shapeID]int{},
 		noBackfill: map[shapeID]noBackfill{}, hopeless: map[shapeID]int{}, hopeful: map[shapeID]int{}}
 	p.prepare()
@@ -220,11 +226,12 @@ func newPlanner(s *State, ix *Index, now time.Time) *planner {
 
 func (p *planner) prepare() {
 	p.backfilled = map[string]bool{}
+	jobs := make(map[string]*model.Job, len(p.s.Allocations))
 	for i := range p.s.Jobs {
 		// Pending jobs are reached through the queue; the map serves
 		// lookups from allocations, which only running jobs have.
 		if j := p.s.Jobs[i]; j.State != model.JobPending {
-			p.jobs[j.ID] = j
+			jobs[j.ID] = j
 			if j.Elastic != nil && j.State == model.JobRunning {
 				p.elastic = append(p.elastic, j)
 			}
@@ -242,19 +249,22 @@ func (p *planner) prepare() {
 		}
 		p.relocating[r.For] = true
 	}
-	for _, a := range p.s.Allocations {
+	p.running = len(jobs)
+	p.owners = make([]*model.Job, len(p.s.Allocations))
+	for k, a := range p.s.Allocations {
 		if a.Stopping {
 			p.stopping = append(p.stopping, a)
 		}
 		if a.OwnerKind == model.OwnerInference {
 			continue
 		}
-		if j := p.jobs[a.OwnerID]; j != nil {
+		if j := jobs[a.OwnerID]; j != nil {
+			p.owners[k] = j
 			p.quota.add(j, a.GPUs.Count(), a.Borrowed || a.OwnerKind == model.OwnerBackfill)
 		} else {
 			// Pending jobs that still hold allocations (a requeue whose
 			// stop has not finished) wait for them: only owners outside
-			// p.jobs (the jobs not pending) can be one, so the set stays
+			// jobs (the jobs not pending) can be one, so the set stays
 			// small at 100k running, and one lookup an allocation serves
 			// both.
 			if p.held == nil {

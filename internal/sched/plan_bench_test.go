@@ -138,3 +138,16 @@ func BenchmarkPlanHostileReplicas(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanFullFleet is the pass of a fleet at work: 12,500 nodes each
+// running eight 1-GPU jobs (100k allocations) and a queue behind them.
+func BenchmarkPlanFullFleet(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		s := busyState(12500, 8, n, false)
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_ = Plan(s, benchNow)
+			}
+		})
+	}
+}

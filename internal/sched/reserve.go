@@ -248,7 +248,7 @@ func (p *planner) eta(u unit, need int) time.Time {
 		case a.Stopping:
 			at = a.StopDeadline
 		case a.OwnerKind != model.OwnerInference:
-			if j := p.jobs[a.OwnerID]; j != nil && j.MaxRuntime > 0 {
+			if j := p.owners[k]; j != nil && j.MaxRuntime > 0 {
 				start := j.StartedAt
 				if start.IsZero() {
 					start = a.CreatedAt

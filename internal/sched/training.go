@@ -47,7 +47,7 @@ func (p *planner) internShape(r *model.Request) int32 {
 func (p *planner) queue() []queued {
 	bufs := queueSpare.take()
 	p.queueBufs = bufs
-	n := len(p.s.Jobs) - len(p.jobs)
+	n := len(p.s.Jobs) - p.running
 	if cap(bufs.table) < n {
 		c := withHeadroom(n)
 		bufs.table, bufs.ranked = make([]queued, 0, c), make([]queued, c)

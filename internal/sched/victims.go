@@ -55,8 +55,11 @@ const (
 func (p *planner) victims() []*victim {
 	// Two walks: the first counts each victim's allocations, so that all
 	// of them share one backing array and one of node positions (this
-	// runs every pass that needs room, over every allocation).
-	byJob := make(map[string]*victim, len(p.jobs))
+	// runs every pass that needs room, over every allocation). The
+	// first notes each allocation's victim, so that the second reads a
+	// slice; jobs are told apart by pointer, not by a hash of their id.
+	byJob := map[*model.Job]*victim{}
+	of := make([]*victim, len(p.s.Allocations))
 	var order []*victim
 	total := 0
 	for k := range p.s.Allocations {
@@ -64,17 +67,18 @@ func (p *planner) victims() []*victim {
 		if a.OwnerKind == model.OwnerInference {
 			continue
 		}
-		j := p.jobs[a.OwnerID]
+		j := p.owners[k]
 		if j == nil || !j.Preemptible && j.Elastic == nil {
 			continue // never a victim: skip the bookkeeping
 		}
-		v := byJob[a.OwnerID]
+		v := byJob[j]
 		if v == nil {
 			v = &victim{job: j, rank: rankOf(priorityOf(j, p.now, p.cfg.Aging, false).Effective, j), tier: tierWithinQuota}
 			v.rank.tier = sloTier(j, p.now, p.cfg.SLO, false)
-			byJob[a.OwnerID] = v
+			byJob[j] = v
 			order = append(order, v)
 		}
+		of[k] = v
 		v.gpus++ // for now: the count of its allocations
 		total++
 	}
@@ -84,15 +88,11 @@ func (p *planner) victims() []*victim {
 		v.allocs, v.nodes, v.gpus = allocs[len(allocs):len(allocs):len(allocs)+n], nodes[len(nodes):len(nodes):len(nodes)+n], 0
 		allocs, nodes = allocs[:len(allocs)+n], nodes[:len(nodes)+n]
 	}
-	for k := range p.s.Allocations {
-		a := p.s.Allocations[k]
-		if a.OwnerKind == model.OwnerInference {
-			continue
-		}
-		v := byJob[a.OwnerID]
+	for k, v := range of {
 		if v == nil {
 			continue
 		}
+		a := p.s.Allocations[k]
 		v.allocs = append(v.allocs, a)
 		if i, ok := p.ix.byID[a.NodeID]; ok {
 			v.nodes = append(v.nodes, i)

@@ -117,7 +117,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	orders.Servers = s.candidates(r.Context())
-	writeJSON(w, 200, orders)
+	// Compact: agents read it, not people, and at 2,500 heartbeats a
+	// second indenting it was a twentieth of the server's CPU.
+	writeCompact(w, 200, orders)
 }
 
 // candidates is the servers campaigning, read from etcd at most every

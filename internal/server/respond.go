@@ -23,8 +23,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeCompact is writeJSON without the indentation, for pages of up to
-// thousands of objects: indenting a 500-job page took half its encoding
-// time (BENCHMARKS.md, "Control plane at fleet scale").
+// thousands of objects and for the heartbeat's orders: indenting a
+// 500-job page took half its encoding time (BENCHMARKS.md, "Control
+// plane at fleet scale").
 func writeCompact(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,7 +128,7 @@ func (v View) allocs(ids map[string]struct{}) []model.Allocation {
 	for id := range ids {
 		out = append(out, v.c.tables[Allocations][id].Obj.(model.Allocation))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	slices.SortFunc(out, func(a, b model.Allocation) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
