@@ -302,20 +302,46 @@ func (c *Cache) resetJournals(rev int64) {
 }
 
 func (c *Cache) put(s *Store, kv *mvccpb.KeyValue) {
+	if d, ok := s.decoded(kv); ok {
+		c.putDecoded(d)
+	}
+}
+
+// decodedKV is a written key decoded, ready for the cache.
+type decodedKV struct {
+	kind Kind
+	id   string
+	kv   *mvccpb.KeyValue
+	obj  any
+}
+
+// decoded splits and decodes a written key; false for a key outside the
+// table or a value that does not decode (logged). It touches nothing
+// shared: the watch decodes a response's events before it takes the
+// cache's lock, which every reader waits on. (Decoded under it, a pass's
+// thousands of writes held every submit and heartbeat behind them.)
+func (s *Store) decoded(kv *mvccpb.KeyValue) (decodedKV, bool) {
 	k, id, ok := s.split(string(kv.Key))
 	if !ok {
-		return
+		return decodedKV{}, false
 	}
 	obj, err := decode(k, kv.Value)
 	if err != nil {
 		s.log.Error("table: undecodable value left out of the cache", "key", string(kv.Key), "err", err)
-		return
+		return decodedKV{}, false
 	}
 	if j, ok := obj.(*model.Job); ok && j.ID == id {
 		// The job's own id, not a slice of the key: the key string
 		// (prefix, table and id) is then garbage, not kept per job.
 		id = j.ID
 	}
+	return decodedKV{kind: k, id: id, kv: kv, obj: obj}, true
+}
+
+// putDecoded puts a decoded key in the cache; the caller holds the lock
+// (or owns the cache, as a load does).
+func (c *Cache) putDecoded(d decodedKV) {
+	k, id, kv, obj := d.kind, d.id, d.kv, d.obj
 	c.remove(k, id)
 	c.kindRev[k] = max(c.kindRev[k], kv.ModRevision)
 	c.journals[k].record(kv.ModRevision, id)
@@ -411,8 +437,14 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			if watchDrop != nil && watchDrop() {
 				continue
 			}
+			puts := make([]decodedKV, len(resp.Events))
+			for i, ev := range resp.Events {
+				if ev.Type != mvccpb.DELETE {
+					puts[i], _ = s.decoded(ev.Kv)
+				}
+			}
 			s.cache.mu.Lock()
-			for _, ev := range resp.Events {
+			for i, ev := range resp.Events {
 				if ev.Type == mvccpb.DELETE {
 					if k, id, ok := s.split(string(ev.Kv.Key)); ok {
 						s.cache.remove(k, id)
@@ -421,7 +453,9 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 					}
 					continue
 				}
-				s.cache.put(s, ev.Kv)
+				if puts[i].kv != nil {
+					s.cache.putDecoded(puts[i])
+				}
 			}
 			s.cache.advance(resp.Header.Revision)
 			rev = s.cache.rev
