@@ -323,3 +323,66 @@ func TestSteadyHeartbeatWritesNothingAndCheckpointsOnce(t *testing.T) {
 		t.Errorf("restore point %q after the agent reported /ckpt/step-200", got)
 	}
 }
+
+// TestHeartbeatNodeWritesOnlyWhatChanged: a heartbeat writes its node
+// when any field of it changes, never when none does (an empty list sent
+// where the table has none included), and never changes the cached node
+// it read.
+func TestHeartbeatNodeWritesOnlyWhatChanged(t *testing.T) {
+	h := newHarness(t, Config{HeartbeatInterval: 2 * time.Second})
+	mig := func() [][]int { return [][]int{{1, 1, 1, 1, 1, 1, 1}, nil} }
+	links := func() *model.LinkMatrix { return &model.LinkMatrix{Links: [][]int{{0, 18}, {18, 0}}} }
+	rep := report("n1", 1, 2)
+	rep.MIG, rep.Links = mig(), links()
+	h.beat(rep)
+	cached := func() (model.Node, int64) {
+		var n model.Node
+		var r int64
+		h.st.Cache().Read(func(v store.View) {
+			e, _ := v.Get(store.Nodes, "n1")
+			n, r = e.Obj.(model.Node), e.ModRev
+		})
+		return n, r
+	}
+	before, rev := cached()
+
+	same := report("n1", 1, 2)
+	same.MIG, same.Links = mig(), links() // equal, not the same memory
+	h.beat(same)
+	if _, r := cached(); r != rev {
+		t.Fatalf("a heartbeat that changes nothing rewrote the node (%d→%d)", rev, r)
+	}
+
+	for _, c := range []struct {
+		name string
+		edit func(*model.NodeReport)
+		want func(model.Node) bool
+	}{
+		{"mig layout", func(r *model.NodeReport) { r.MIG[1] = []int{3, 4} },
+			func(n model.Node) bool { return len(n.MIG) == 2 && len(n.MIG[1]) == 2 }},
+		{"links", func(r *model.NodeReport) { r.Links.Links[0][1], r.Links.Links[1][0] = 12, 12 },
+			func(n model.Node) bool { return n.Links != nil && n.Links.Links[0][1] == 12 }},
+		{"memory", func(r *model.NodeReport) { r.MemoryMiB = 1 << 19 }, func(n model.Node) bool { return n.MemoryMiB == 1<<19 }},
+		{"no mig", func(r *model.NodeReport) { r.MIG = nil }, func(n model.Node) bool { return len(n.MIG) == 0 }},
+	} {
+		r := report("n1", 1, 2)
+		r.MIG, r.Links = mig(), links()
+		c.edit(&r)
+		h.beat(r)
+		n, r2 := cached()
+		if r2 == rev || !c.want(n) {
+			t.Errorf("%s: changed in the report, but the node reads %+v (revision %d→%d)", c.name, n, rev, r2)
+		}
+		rev = r2
+	}
+	if before.MIG[1] != nil || before.Links.Links[0][1] != 18 || before.MemoryMiB != 1<<20 {
+		t.Errorf("the node first cached was changed in place: %+v", before)
+	}
+
+	empty := report("n1", 1, 2)
+	empty.MIG, empty.Links = [][]int{}, links() // as the last report, MIG sent empty
+	h.beat(empty)
+	if _, r := cached(); r != rev {
+		t.Errorf("an empty MIG list where the table has none rewrote the node (%d→%d)", rev, r)
+	}
+}
