@@ -150,9 +150,10 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 		took := time.Since(t0)
 		// Leave the CPU to the API for as long as the pass took (up to
 		// a tick): a burst of submits then costs a few passes, not one
-		// pass per submit, and the loop never takes more than half a
-		// core. (Capped at 100 ms, a loaded fleet's 250 ms passes took
-		// 70% of one, most of them deciding nothing new.) GPUs coming
+		// pass per submit, and while passes are shorter than a tick the
+		// loop takes at most half a core. (Capped at 100 ms, a loaded
+		// fleet's 250 ms passes took 70% of one, most of them deciding
+		// nothing new.) GPUs coming
 		// free end the rest: a job waiting for them is what the
 		// heartbeat-to-decision lag measures.
 		rest := time.NewTimer(min(took, c.cfg.Tick))
