@@ -153,9 +153,11 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 		// pass per submit, and while passes are shorter than a tick the
 		// loop takes at most half a core. (Capped at 100 ms, a loaded
 		// fleet's 250 ms passes took 70% of one, most of them deciding
-		// nothing new.) GPUs coming
-		// free end the rest: a job waiting for them is what the
-		// heartbeat-to-decision lag measures.
+		// nothing new.) GPUs coming free end the rest: a job waiting
+		// for them is what the heartbeat-to-decision lag measures. A
+		// lost lease ends it too: resting on, this server would go on
+		// taking writes (each fenced, so refused) instead of forwarding
+		// them to the new leader.
 		rest := time.NewTimer(min(took, c.cfg.Tick))
 		select {
 		case <-rest.C:
@@ -163,6 +165,9 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 			rest.Stop()
 		case <-ctx.Done():
 			rest.Stop()
+		case <-l.Done():
+			rest.Stop()
+			return ErrLostLeadership
 		}
 		tick.Reset(idleWait(c.cfg.Tick, took))
 		switch {

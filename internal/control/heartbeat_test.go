@@ -353,6 +353,11 @@ func TestHeartbeatNodeWritesOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("a heartbeat that changes nothing rewrote the node (%d→%d)", rev, r)
 	}
 
+	base := func() model.NodeReport {
+		r := report("n1", 1, 2)
+		r.MIG, r.Links = mig(), links()
+		return r
+	}
 	for _, c := range []struct {
 		name string
 		edit func(*model.NodeReport)
@@ -365,8 +370,10 @@ func TestHeartbeatNodeWritesOnlyWhatChanged(t *testing.T) {
 		{"memory", func(r *model.NodeReport) { r.MemoryMiB = 1 << 19 }, func(n model.Node) bool { return n.MemoryMiB == 1<<19 }},
 		{"no mig", func(r *model.NodeReport) { r.MIG = nil }, func(n model.Node) bool { return len(n.MIG) == 0 }},
 	} {
-		r := report("n1", 1, 2)
-		r.MIG, r.Links = mig(), links()
+		// From the first report each time: each case changes one field.
+		h.beat(base())
+		_, rev = cached()
+		r := base()
 		c.edit(&r)
 		h.beat(r)
 		n, r2 := cached()
@@ -379,8 +386,11 @@ func TestHeartbeatNodeWritesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("the node first cached was changed in place: %+v", before)
 	}
 
+	h.beat(base())
+	h.beat(report("n1", 1, 2)) // no MIG, no links
+	_, rev = cached()
 	empty := report("n1", 1, 2)
-	empty.MIG, empty.Links = [][]int{}, links() // as the last report, MIG sent empty
+	empty.MIG = [][]int{} // as the last report, MIG sent empty
 	h.beat(empty)
 	if _, r := cached(); r != rev {
 		t.Errorf("an empty MIG list where the table has none rewrote the node (%d→%d)", rev, r)

@@ -144,7 +144,8 @@ type planner struct {
 	blocked []blockedReq
 
 	// owners[k] is the job of allocation k when it is a training job
-	// not pending (nil otherwise); running counts those jobs. prepare
+	// not pending (nil otherwise); running is the number of jobs not
+	// pending, holding allocations or not (the queue is the rest). prepare
 	// finds them once, by id: later walks of the allocations read the
 	// slice, not a map of 100k ids (a hash and a compare of a long key
 	// per allocation, per walk, at fleet scale).
