@@ -64,7 +64,13 @@ Workloads:
 ` + sim.SlurmFormats + `
 
 Policies: ` + strings.Join(sim.PolicyNames, ", ") + `; also berth-rigid (berth with
-every elastic job run rigid at its maximum)`,
+every elastic job run rigid at its maximum). ` + sim.FluidName + `, ` + sim.FluidSLOName + ` and ` + sim.BoundName + `
+are not policies: training replayed on one fluid pool of GPUs, inference
+served first, pauses free; fluid ranks by priority, fluid-slo serves the
+jobs under 64 GPUs just in time and the large jobs first otherwise, bound
+favours each size class in turn over all other training (docs/sim.md, "The
+relaxation rows"). They fill only the queue rows; fluid and bound are in
+the default list.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd.OutOrStdout(), cmd.ErrOrStderr(), o) },
 	}
@@ -77,7 +83,7 @@ every elastic job run rigid at its maximum)`,
 	f.StringVar(&o.slurmInference, "slurm-inference", "", "partitions or QOS whose jobs are inference replicas (slurm), comma-separated")
 	f.StringVar(&o.slurmMultiNode, "slurm-multinode", "pod", "topology of a job on more than one node (slurm): pod or any")
 	f.Float64Var(&o.slurmTimeScale, "slurm-time-scale", 1, "multiply every time in the history (slurm): 60 for one berth bench slurm wrote at 60x")
-	f.StringVar(&o.policy, "policy", strings.Join(sim.PolicyNames, ","), "policies to compare, comma-separated")
+	f.StringVar(&o.policy, "policy", strings.Join(sim.DefaultPolicies, ","), "policies to compare, comma-separated ("+sim.FluidName+", "+sim.BoundName+": the relaxation rows)")
 	f.Float64Var(&o.days, "days", 0, "simulated days (seed: default from the config, 30; traces: 0 = the whole trace)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed for the generator and the random policy")
 	f.Float64Var(&o.penalty, "penalty", 0.52, "runtime stretch of a tensor-parallel job spread over nodes (§2: +52%)")
@@ -173,7 +179,7 @@ func runSim(out, errOut io.Writer, o simRunOptions) error {
 	}
 	policies := strings.Split(o.policy, ",")
 	for _, p := range policies {
-		if _, err := sim.NewPolicy(p, 0); err != nil {
+		if err := sim.CheckPolicy(p); err != nil {
 			return fmt.Errorf("--policy: %w", err)
 		}
 	}

@@ -96,6 +96,9 @@ func (r *Report) timePlot(title, ylabel string, get func(Sample) float64) (*plot
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, "simulated hours", ylabel
 	for _, m := range r.Policies {
+		if m.Bound {
+			continue // the relaxation has no fleet to sample
+		}
 		pts := make(plotter.XYs, len(m.Series))
 		for k, s := range m.Series {
 			pts[k].X, pts[k].Y = s.Hours, get(s)
@@ -128,6 +131,9 @@ var policyColors = map[string]color.RGBA{
 	"first-fit":    {0xff, 0x7f, 0x0e, 0xff},
 	"worst-fit":    {0x94, 0x67, 0xbd, 0xff},
 	"random":       {0x7f, 0x7f, 0x7f, 0xff},
+	FluidName:      {0x17, 0xbe, 0xcf, 0xff}, // the relaxations are drawn dashed
+	FluidSLOName:   {0xbc, 0xbd, 0x22, 0xff},
+	BoundName:      {0x00, 0x00, 0x00, 0xff},
 }
 
 func policyColor(name string) color.Color {
@@ -144,8 +150,11 @@ func addLine(p *plot.Plot, name string, pts plotter.XYs) error {
 		return err
 	}
 	l.Color = policyColor(name)
-	if name == "berth" {
+	switch name {
+	case "berth":
 		l.Width = vg.Points(2.5)
+	case BoundName, FluidName, FluidSLOName:
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
 	p.Add(l)
 	p.Legend.Add(name, l)
@@ -194,13 +203,16 @@ func (r *Report) bars() (*plot.Plot, error) {
 		{"capacity within 60s", func(m *Metrics) float64 { return m.CapacityWithin60sPct }},
 	}
 	w := vg.Points(12)
-	names := make([]string, len(r.Policies))
-	for i, m := range r.Policies {
-		names[i] = m.Policy
+	var runs []*Metrics // the bound has none of these figures
+	var names []string
+	for _, m := range r.Policies {
+		if !m.Bound {
+			runs, names = append(runs, m), append(names, m.Policy)
+		}
 	}
 	for k, mt := range metrics {
-		vals := make(plotter.Values, len(r.Policies))
-		for i, m := range r.Policies {
+		vals := make(plotter.Values, len(runs))
+		for i, m := range runs {
 			vals[i] = mt.get(m)
 		}
 		b, err := plotter.NewBarChart(vals, w)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,10 @@ type Policy interface {
 // PolicyNames lists the policies `berth sim` compares.
 var PolicyNames = []string{"static-split", "first-fit", "worst-fit", "random", "best-fit", "berth"}
 
+// DefaultPolicies is what a report compares unless told: every policy,
+// then the two relaxation rows (bound.go).
+var DefaultPolicies = append(slices.Clone(PolicyNames), FluidName, BoundName)
+
 // NewPolicy returns the named policy; random ones draw from seed.
 func NewPolicy(name string, seed uint64) (Policy, error) {
 	switch name {
@@ -40,7 +45,17 @@ func NewPolicy(name string, seed uint64) (Policy, error) {
 	case "random":
 		return newBaseline(name, pickRandom, false, false, seed), nil
 	}
-	return nil, fmt.Errorf("policy: %q is not one of %s, berth-rigid", name, strings.Join(PolicyNames, ", "))
+	return nil, fmt.Errorf("policy: %q is not one of %s, berth-rigid, %s, %s, %s", name, strings.Join(PolicyNames, ", "), FluidName, FluidSLOName, BoundName)
+}
+
+// CheckPolicy reports whether name may be asked of a report: a policy, or
+// a relaxation row (computed, not run).
+func CheckPolicy(name string) error {
+	if _, ok := relaxations[name]; ok {
+		return nil
+	}
+	_, err := NewPolicy(name, 0)
+	return err
 }
 
 // berthPolicy is the scheduling core, exactly as the server runs it.

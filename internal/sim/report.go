@@ -32,6 +32,12 @@ func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
 		rep.GPUs += n.GPUs
 	}
 	for _, name := range policies {
+		if relax, ok := relaxations[name]; ok {
+			m := relax(w, opt)
+			rep.Policies = append(rep.Policies, m)
+			rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
+			continue
+		}
 		p, err := NewPolicy(name, opt.Seed)
 		if err != nil {
 			return nil, err
@@ -46,6 +52,9 @@ func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
 	}
 	return rep, nil
 }
+
+// relaxations are the rows computed on a fluid pool, not run (bound.go).
+var relaxations = map[string]func(*Workload, Options) *Metrics{BoundName: Bound, FluidName: Fluid, FluidSLOName: FluidSLO}
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -68,14 +77,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	row := func(label string, f func(m *Metrics) string) {
+	// The relaxation rows fill only the queue times: "-" elsewhere.
+	line := func(label string, bound bool, f func(m *Metrics) string) {
 		cells := []string{label}
 		for _, m := range r.Policies {
+			if m.Bound && !bound {
+				cells = append(cells, "-")
+				continue
+			}
 			cells = append(cells, f(m))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	row("", func(m *Metrics) string { return m.Policy })
+	row := func(label string, f func(m *Metrics) string) { line(label, false, f) }
+	line("", true, func(m *Metrics) string { return m.Policy })
 	row("GPU allocation %", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.AllocationPct) })
 	row("effective (after topology) %", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.EffectivePct) })
 	row("largest_placeable node (avg)", func(m *Metrics) string { return fmt.Sprintf("%.1f", m.LargestPlaceable.Node) })
@@ -87,7 +102,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if (c == ElasticClass || c == RigidClass) && !r.hasQueue(ElasticClass) {
 			continue
 		}
-		row("queue h p50/p90/p99 "+c+" GPUs", func(m *Metrics) string {
+		line("queue h p50/p90/p99 "+c+" GPUs", true, func(m *Metrics) string {
 			q := m.QueueHours[c]
 			if q.Count == 0 {
 				return "-"

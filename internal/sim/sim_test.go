@@ -258,7 +258,7 @@ func TestHTMLReport(t *testing.T) {
 		}
 		seen[c] = name
 	}
-	for _, name := range PolicyNames {
+	for _, name := range DefaultPolicies {
 		if _, ok := policyColors[name]; !ok {
 			t.Errorf("policy %s has no fixed colour", name)
 		}
