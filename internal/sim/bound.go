@@ -156,14 +156,13 @@ func relax(w *Workload, opt Options, name string, order ranking) *Metrics {
 	return m
 }
 
-// classIndex is c's position in SizeClasses.
+// classIndex is c's position in SizeClasses: a bit of boundJob.classes.
 func classIndex(c string) int {
-	for i, s := range SizeClasses {
-		if s == c {
-			return i
-		}
+	i := slices.Index(SizeClasses, c)
+	if i < 0 || i >= 8 {
+		panic("sim: size class " + c + " has no bit in boundJob.classes")
 	}
-	panic("sim: unknown size class " + c)
+	return i
 }
 
 // boundJob is one training job as the relaxations see it, times in
@@ -325,9 +324,10 @@ func (r *boundReplay) record(to map[string][]float64, classes uint8, wait float6
 	}
 }
 
-// place gives the free GPUs to the active jobs in submit order, each that
-// fits at its size (or an elastic one at what is left, down to its
-// minimum), and returns when the first running job would finish.
+// place gives the free GPUs to the active jobs in the replay's order,
+// each that fits at its size (or an elastic one at what is left, down to
+// its minimum), and returns when the next thing it knows of happens: a
+// running job finishes, or (fluid-slo) a waiting job is promoted.
 func (r *boundReplay) place() float64 {
 	free := max(r.gpus-r.inference, 0)
 	soonest := math.Inf(1)
