@@ -45,6 +45,10 @@ type Controller struct {
 	// urgent cuts the loop's rest short: GPUs came free, and whatever
 	// waits for them should not wait out the rest too.
 	urgent chan struct{}
+	// stalled says the last pass wrote nothing and left no GPU free (the
+	// loop's goroutine only): until GPUs come free (urgent), the next
+	// pass can only decide the same, so the loop rests a whole tick.
+	stalled bool
 	// The loop's copies of the tables it plans over (see mirror).
 	liveJobs mirror[*model.Job]
 	allocs   mirror[model.Allocation]
@@ -158,7 +162,18 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 		// lost lease ends it too: resting on, this server would go on
 		// taking writes (each fenced, so refused) instead of forwarding
 		// them to the new leader.
-		rest := time.NewTimer(min(took, c.cfg.Tick))
+		//
+		// After a pass that wrote nothing on a fleet with no GPU free,
+		// the rest is a whole tick: only GPUs coming free (which end
+		// it) or a job that preempts can change the next decision, and
+		// with every GPU taken and 200 submits a second each passing
+		// pass decided nothing, at half a core (BENCHMARKS.md, "Round
+		// nine"). A submit then waits at most a tick for its first pass.
+		wait := min(took, c.cfg.Tick)
+		if c.stalled {
+			wait = c.cfg.Tick
+		}
+		rest := time.NewTimer(wait)
 		select {
 		case <-rest.C:
 		case <-c.urgent:

@@ -118,6 +118,7 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	c.sweepUsage(ch)
 	c.sampleFleet(ch, in)
 	t.housekeeping = time.Since(start) - t.read
+	c.stalled = false
 	if !ch.empty() {
 		t0 := time.Now()
 		_, err := w.Commit(ctx, ch.txn)
@@ -144,6 +145,7 @@ func (c *Controller) pass(ctx context.Context, w *store.Writer) error {
 	c.remember(in, d, now, planTime)
 	t.apply = time.Since(t0)
 	if ch.empty() {
+		c.stalled = d.Topology.FreeGPUs == 0 && d.Topology.SharedFreeMilli == 0
 		c.observePass(start)
 		return nil
 	}

@@ -1,0 +1,71 @@
+package control
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthsched/berth/internal/model"
+)
+
+// passCount is an Observer that counts planning passes.
+type passCount struct {
+	mu     sync.Mutex
+	passes int
+}
+
+func (o *passCount) PlanDone(time.Duration)         {}
+func (o *passCount) ApplyDone(time.Duration, error) {}
+func (o *passCount) HeartbeatLag(time.Duration)     {}
+func (o *passCount) BindsDeferred(int)              {}
+func (o *passCount) PassDone(time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.passes++
+}
+
+func (o *passCount) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.passes
+}
+
+// TestFullFleetPassesOncePerTick: with every GPU taken, submits that only
+// lengthen the queue get a pass a tick, not one each (each would decide
+// nothing); a heartbeat that frees GPUs still gets its pass at once, well
+// inside the tick.
+func TestFullFleetPassesOncePerTick(t *testing.T) {
+	const tick = time.Second
+	obs := &passCount{}
+	h := newHarness(t, Config{Tick: tick, Metrics: obs})
+	a := runOn(h, "n1", map[string]int{"busy": 8})["busy"]
+	h.beat(report("n1", 1, 8, model.ActualAlloc{ID: a.ID, State: model.ActualRunning}))
+	h.submit(trainingJob("a-first", 8))
+	h.settle()
+
+	before, start := obs.count(), time.Now()
+	for i := 0; time.Since(start) < 3*tick; i++ {
+		h.submit(trainingJob(fmt.Sprintf("q%d", i), 8))
+		time.Sleep(10 * time.Millisecond)
+	}
+	passes, took := obs.count()-before, time.Since(start)
+	if most := int(took/tick) + 3; passes > most {
+		t.Errorf("%d passes in %v of submits to a full fleet; want at most %d (one a %v tick)", passes, took.Round(time.Millisecond), most, tick)
+	}
+
+	// The freeing heartbeat: the next pass binds "a-first" (first of the
+	// queue: one clock instant, so by id) at once.
+	h.settle()
+	t0 := time.Now()
+	h.beat(report("n1", 1, 8, model.ActualAlloc{ID: a.ID, State: model.ActualExited}))
+	for h.job("a-first").State != model.JobRunning {
+		if time.Since(t0) > waitLimit {
+			t.Fatalf("a-first never ran; pending reason %s", h.pendingReason("a-first"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lag := time.Since(t0); lag > tick/2 {
+		t.Errorf("the freed node's job was bound %v after the heartbeat; want it before the tick's rest (%v) ran out", lag.Round(time.Millisecond), tick)
+	}
+}
