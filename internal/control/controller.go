@@ -165,10 +165,10 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 		//
 		// After a pass that wrote nothing on a fleet with no GPU free,
 		// the rest is a whole tick: only GPUs coming free (which end
-		// it) or a job that preempts can change the next decision, and
-		// with every GPU taken and 200 submits a second each passing
-		// pass decided nothing, at half a core (BENCHMARKS.md, "Round
-		// nine"). A submit then waits at most a tick for its first pass.
+		// it) or a job that preempts can change the next decision. With
+		// every GPU taken and 200 submits a second, each submit's pass
+		// decided nothing, at half a core (BENCHMARKS.md, "Round nine").
+		// A submit now waits at most a tick for its first pass.
 		wait := min(took, c.cfg.Tick)
 		if c.stalled {
 			wait = c.cfg.Tick

@@ -203,7 +203,7 @@ func (r *Report) bars() (*plot.Plot, error) {
 		{"capacity within 60s", func(m *Metrics) float64 { return m.CapacityWithin60sPct }},
 	}
 	w := vg.Points(12)
-	var runs []*Metrics // the bound has none of these figures
+	var runs []*Metrics // the relaxation rows have none of these figures
 	var names []string
 	for _, m := range r.Policies {
 		if !m.Bound {

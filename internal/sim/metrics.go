@@ -17,9 +17,9 @@ type Metrics struct {
 	GPUs     int    `json:"gpus"`
 	// Note says how the policy departed from its usual setup, if it did.
 	Note string `json:"note,omitempty"`
-	// Bound marks the bound row (bound.go): a relaxation, not a policy.
-	// It fills only the queue-time fields, jobs_submitted and
-	// simulated_hours; every other figure is left at zero.
+	// Bound marks a relaxation row (fluid, fluid-slo, bound: bound.go),
+	// not a policy. It fills only the queue-time fields, jobs_submitted
+	// and simulated_hours; every other figure is left at zero.
 	Bound bool `json:"bound,omitempty"`
 
 	SimulatedHours  float64 `json:"simulated_hours"`

@@ -45,7 +45,7 @@ func NewPolicy(name string, seed uint64) (Policy, error) {
 	case "random":
 		return newBaseline(name, pickRandom, false, false, seed), nil
 	}
-	return nil, fmt.Errorf("policy: %q is not one of %s, berth-rigid, %s, %s, %s", name, strings.Join(PolicyNames, ", "), FluidName, FluidSLOName, BoundName)
+	return nil, fmt.Errorf("policy: %q is not one of %s, berth-rigid", name, strings.Join(PolicyNames, ", "))
 }
 
 // CheckPolicy reports whether name may be asked of a report: a policy, or
@@ -54,8 +54,10 @@ func CheckPolicy(name string) error {
 	if _, ok := relaxations[name]; ok {
 		return nil
 	}
-	_, err := NewPolicy(name, 0)
-	return err
+	if _, err := NewPolicy(name, 0); err != nil {
+		return fmt.Errorf("policy: %q is not one of %s, berth-rigid, %s, %s, %s", name, strings.Join(PolicyNames, ", "), FluidName, FluidSLOName, BoundName)
+	}
+	return nil
 }
 
 // berthPolicy is the scheduling core, exactly as the server runs it.
