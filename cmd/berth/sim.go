@@ -206,6 +206,7 @@ func runSim(out, errOut io.Writer, o simRunOptions) error {
 			*rep = *one
 		} else {
 			rep.Policies = append(rep.Policies, one.Policies...)
+			rep.Hours, rep.Jobs = max(rep.Hours, one.Hours), max(rep.Jobs, one.Jobs)
 		}
 	}
 	if bar != nil {

@@ -33,6 +33,9 @@ type change struct {
 	// freed: an allocation ended, so GPUs came free (the loop's rest is
 	// cut short for it).
 	freed bool
+	// grew: a node joined or became schedulable again (a full fleet's
+	// rest is cut short for it).
+	grew bool
 }
 
 func (c *Controller) newChange(w *store.Writer, now time.Time) *change {

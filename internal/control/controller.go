@@ -49,6 +49,10 @@ type Controller struct {
 	// loop's goroutine only): until GPUs come free (urgent), the next
 	// pass can only decide the same, so the loop rests a whole tick.
 	stalled bool
+	// wakeup ends a stalled rest only: a node joined or came back, or an
+	// operator changed something (a deployment, a node, a quota, a
+	// budget) that may change a full fleet's decision.
+	wakeup chan struct{}
 	// The loop's copies of the tables it plans over (see mirror).
 	liveJobs mirror[*model.Job]
 	allocs   mirror[model.Allocation]
@@ -83,7 +87,7 @@ func (s *Snapshot) Position(id string) (int, bool) { return s.pending.position(i
 // New builds a controller over a store. It does nothing until Lead.
 func New(st *store.Store, cfg Config) *Controller {
 	cfg = cfg.withDefaults()
-	return &Controller{st: st, cfg: cfg, log: cfg.Logger, live: newLiveness(), kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
+	return &Controller{st: st, cfg: cfg, log: cfg.Logger, live: newLiveness(), kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), wakeup: make(chan struct{}, 1),
 		liveJobs: newMirror(store.Jobs, jobID, unfinished), allocs: newMirror(store.Allocations, allocID, nil),
 		nodes: newMirror(store.Nodes, nodeID, nil)}
 }
@@ -121,8 +125,24 @@ func (c *Controller) urge() {
 	}
 }
 
-// Kick asks for a pass now.
+// wake ends the loop's rest after a pass that stalled, if it is resting.
+func (c *Controller) wake() {
+	select {
+	case c.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+// Kick asks for a pass now, a full fleet's included.
 func (c *Controller) Kick() {
+	c.nudge()
+	c.wake()
+}
+
+// nudge asks for a pass once the loop's rest is over: a submit, which on a
+// full fleet can only lengthen the queue (one that preempts waits at most
+// a tick).
+func (c *Controller) nudge() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -165,18 +185,26 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 		//
 		// After a pass that wrote nothing on a fleet with no GPU free,
 		// the rest is a whole tick: only GPUs coming free (which end
-		// it) or a job that preempts can change the next decision. With
-		// every GPU taken and 200 submits a second, each submit's pass
-		// decided nothing, at half a core (BENCHMARKS.md, "Round nine").
-		// A submit now waits at most a tick for its first pass.
+		// it), a node joining or coming back, an operator's change
+		// (both wake it) or a submit that preempts can change the next
+		// decision. With every GPU taken and 200 submits a second, each
+		// submit's pass decided nothing, at half a core (BENCHMARKS.md,
+		// "Round nine"). A submit now waits at most a tick for its first
+		// pass.
 		wait := min(took, c.cfg.Tick)
 		if c.stalled {
 			wait = c.cfg.Tick
 		}
 		rest := time.NewTimer(wait)
+		var woken <-chan struct{} // nil, never ready, unless stalled
+		if c.stalled {
+			woken = c.wakeup
+		}
 		select {
 		case <-rest.C:
 		case <-c.urgent:
+			rest.Stop()
+		case <-woken:
 			rest.Stop()
 		case <-ctx.Done():
 			rest.Stop()

@@ -39,6 +39,8 @@ func (c *Controller) Heartbeat(ctx context.Context, rep model.NodeReport) (model
 		if err == nil {
 			if ch.freed {
 				c.urge()
+			} else if ch.grew {
+				c.wake()
 			}
 			break
 		}
@@ -69,6 +71,7 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 		// stops.
 		n = ch.newNode(model.Node{ID: rep.NodeID, Health: model.HealthHealthy, BootEpoch: rep.BootEpoch,
 			BootID: rep.BootID, NodeUUID: rep.NodeUUID})
+		ch.grew = true
 		c.log.Info("node joined", "node", rep.NodeID, "epoch", rep.BootEpoch)
 	case why != "":
 		// Not the machine, or not the boot, the allocations were made
@@ -93,6 +96,7 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 		// NVML failed here: unhealthy until an operator unquarantines.
 	case n.Health != model.HealthHealthy:
 		n.Health = model.HealthHealthy
+		ch.grew = true
 	}
 	if n.NodeUUID == "" {
 		n.NodeUUID = rep.NodeUUID

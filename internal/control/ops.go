@@ -121,7 +121,7 @@ func (c *Controller) SubmitJob(ctx context.Context, j model.Job, principal, key 
 	if err != nil {
 		return model.Job{}, false, err
 	}
-	c.Kick()
+	c.nudge()
 	return j, true, nil
 }
 

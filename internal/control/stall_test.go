@@ -33,8 +33,8 @@ func (o *passCount) count() int {
 
 // TestFullFleetPassesOncePerTick: with every GPU taken, submits that only
 // lengthen the queue get a pass a tick, not one each (each would decide
-// nothing); a heartbeat that frees GPUs still gets its pass at once, well
-// inside the tick.
+// nothing). A node that joins, or a heartbeat that frees GPUs, still gets
+// its pass at once, well inside the tick.
 func TestFullFleetPassesOncePerTick(t *testing.T) {
 	const tick = time.Second
 	obs := &passCount{}
@@ -53,19 +53,26 @@ func TestFullFleetPassesOncePerTick(t *testing.T) {
 	if most := int(took/tick) + 3; passes > most {
 		t.Errorf("%d passes in %v of submits to a full fleet; want at most %d (one a %v tick)", passes, took.Round(time.Millisecond), most, tick)
 	}
+	if least := int(took/tick) - 1; passes < least {
+		t.Errorf("%d passes in %v of submits to a full fleet; want at least %d (one a %v tick)", passes, took.Round(time.Millisecond), least, tick)
+	}
 
-	// The freeing heartbeat: the next pass binds "a-first" (first of the
-	// queue: one clock instant, so by id) at once.
-	h.settle()
-	t0 := time.Now()
-	h.beat(report("n1", 1, 8, model.ActualAlloc{ID: a.ID, State: model.ActualExited}))
-	for h.job("a-first").State != model.JobRunning {
-		if time.Since(t0) > waitLimit {
-			t.Fatalf("a-first never ran; pending reason %s", h.pendingReason("a-first"))
+	// Queued at one clock instant, the jobs rank by id: a-first, then q0.
+	boundSoon := func(id, after string, beat model.NodeReport) {
+		t.Helper()
+		h.settle()
+		t0 := time.Now()
+		h.beat(beat)
+		for h.job(id).State != model.JobRunning {
+			if time.Since(t0) > waitLimit {
+				t.Fatalf("%s never ran; pending reason %s", id, h.pendingReason(id))
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if lag := time.Since(t0); lag > tick/2 {
+			t.Errorf("%s was bound %v after %s; want it before the tick's rest (%v) ran out", id, lag.Round(time.Millisecond), after, tick)
+		}
 	}
-	if lag := time.Since(t0); lag > tick/2 {
-		t.Errorf("the freed node's job was bound %v after the heartbeat; want it before the tick's rest (%v) ran out", lag.Round(time.Millisecond), tick)
-	}
+	boundSoon("a-first", "a node joined", report("n2", 1, 8))
+	boundSoon("q0", "the heartbeat that freed n1", report("n1", 1, 8, model.ActualAlloc{ID: a.ID, State: model.ActualExited}))
 }

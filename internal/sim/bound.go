@@ -44,7 +44,12 @@ const (
 // favoured; no policy gets every class's figure at once. It is a
 // relaxation, not a proof for quantiles (an order not tried could give a
 // class a lower p90 still), but a class whose p90 is over a target here
-// is held over it by the load and inference's demand, not by a policy.
+// is likely held over it by the load and inference's demand rather than
+// by a policy.
+//
+// Inference is served in full, so the rows relax only what a policy that
+// serves it faces: one that sheds demand has more GPUs for training than
+// they give.
 //
 // `fluid` replays all of training together by priority, then submit
 // time: not a bound (a policy that favours a class can beat it there),
@@ -100,9 +105,9 @@ func relax(w *Workload, opt Options, name string, order ranking) *Metrics {
 		if horizon > 0 && j.Submit.Seconds() > horizon {
 			return
 		}
-		b := boundJob{submit: j.Submit.Seconds(), work: j.Work.Seconds(), gpus: shapeGPUs(j.Shape), priority: j.Priority, seq: len(jobs)}
+		b := boundJob{submit: j.Submit.Seconds(), work: j.Work.Seconds(), milli: toMilli(shapeGPUs(j.Shape)), priority: j.Priority, seq: len(jobs)}
 		if j.Elastic != nil {
-			b.min = float64(j.Elastic.MinGPUs)
+			b.min = int64(j.Elastic.MinGPUs) * 1000
 		}
 		for _, c := range jobClasses(j) {
 			b.classes |= 1 << classIndex(c)
@@ -111,7 +116,7 @@ func relax(w *Workload, opt Options, name string, order ranking) *Metrics {
 	})
 	base, steps := inferenceSteps(w)
 	replay := func(mine []boundJob, keep uint8, order ranking) *boundReplay {
-		r := &boundReplay{jobs: mine, steps: steps, gpus: float64(m.GPUs), inference: base, horizon: horizon, scaling: opt.ElasticScaling,
+		r := &boundReplay{jobs: mine, steps: steps, milli: int64(m.GPUs) * 1000, inference: base, horizon: horizon, scaling: opt.ElasticScaling,
 			keep: keep, order: order, queue: map[string][]float64{}, first: map[string][]float64{}}
 		r.run()
 		return r
@@ -165,12 +170,14 @@ func classIndex(c string) int {
 	return i
 }
 
-// boundJob is one training job as the relaxations see it, times in
-// seconds.
+// boundJob is one training job as the relaxations see it: times in
+// seconds, GPUs in thousandths (shares add up exactly; in floats, three
+// shares and a 7-GPU job on 8 GPUs left 6.999... free and the job
+// waiting).
 type boundJob struct {
 	submit, work float64
-	gpus         float64
-	min          float64 // an elastic job's least GPUs; 0 for a rigid job
+	milli        int64
+	min          int64 // an elastic job's least milli-GPUs; 0 for a rigid job
 	priority     int
 	seq          int   // submit order
 	classes      uint8 // bit i: the job is in SizeClasses[i]
@@ -178,7 +185,7 @@ type boundJob struct {
 
 // The replays' orders; ties go by submit order.
 func byPriority(a, b *boundRun) bool { return cmpOr(-a.priority, -b.priority, a.seq, b.seq) }
-func bySize(a, b *boundRun) bool     { return cmpOr(a.gpus, b.gpus, a.seq, b.seq) }
+func bySize(a, b *boundRun) bool     { return cmpOr(a.milli, b.milli, a.seq, b.seq) }
 func byWork(a, b *boundRun) bool     { return cmpOr(a.work, b.work, a.seq, b.seq) }
 
 // bySLO is fluid-slo's order: the SLO class's jobs that have waited
@@ -195,7 +202,7 @@ func bySLO(a, b *boundRun) bool {
 // sloTier is a job's tier in bySLO.
 func sloTier(a *boundRun) int {
 	switch {
-	case a.gpus >= sloGPUs:
+	case a.milli >= sloGPUs*1000:
 		return 1
 	case a.waited >= SLOPromote.Seconds()-1e-6:
 		return 0
@@ -223,24 +230,28 @@ func lower(a, b Percentiles) bool {
 	return a.Mean < b.Mean
 }
 
-// capStep is a change of inference's GPUs at a time, in seconds.
+// capStep is a change of inference's milli-GPUs at a time in seconds.
 type capStep struct {
-	at, delta float64
+	at    float64
+	delta int64
 }
+
+// toMilli is GPUs in thousandths, as shares are declared.
+func toMilli(gpus float64) int64 { return int64(math.Round(gpus * 1000)) }
 
 // inferenceSteps is inference's GPUs over time as the engine wants them:
 // each service's min_replicas from the start, then its demand clamped to
 // [min, max] replicas.
-func inferenceSteps(w *Workload) (base float64, steps []capStep) {
+func inferenceSteps(w *Workload) (base int64, steps []capStep) {
 	for _, s := range w.Services {
-		g := shapeGPUs(s.Shape)
+		g := toMilli(shapeGPUs(s.Shape))
 		clamp := func(n int) int { return min(max(n, s.Min), s.Max) }
 		cur := clamp(0)
-		base += float64(cur) * g
+		base += int64(cur) * g
 		for _, d := range s.Demand {
 			next := clamp(d.Replicas)
 			if next != cur {
-				steps = append(steps, capStep{at: d.At.Seconds(), delta: float64(next-cur) * g})
+				steps = append(steps, capStep{at: d.At.Seconds(), delta: int64(next-cur) * g})
 				cur = next
 			}
 		}
@@ -253,8 +264,8 @@ func inferenceSteps(w *Workload) (base float64, steps []capStep) {
 type boundReplay struct {
 	jobs      []boundJob // in submit order
 	steps     []capStep
-	gpus      float64 // the fleet's
-	inference float64 // inference's GPUs now
+	milli     int64   // the fleet's GPUs, in thousandths
+	inference int64   // inference's now
 	horizon   float64 // seconds; 0 runs until every job is done
 	scaling   float64
 	keep      uint8 // the classes whose queue times this replay reports
@@ -291,9 +302,8 @@ func (r *boundReplay) run() {
 			break // nothing runs and nothing will change: what waits, waits for ever
 		}
 		r.advance(soonest)
-		if r.horizon > 0 && r.t >= r.horizon {
-			break
-		}
+		// Arrivals at the horizon itself count, with no wait, as the
+		// engine's do (it handles events at the horizon, not after).
 		for next < len(r.jobs) && r.jobs[next].submit <= r.t {
 			j := &r.jobs[next]
 			a := &boundRun{boundJob: j, left: j.work}
@@ -304,6 +314,9 @@ func (r *boundReplay) run() {
 		for step < len(r.steps) && r.steps[step].at <= r.t {
 			r.inference += r.steps[step].delta
 			step++
+		}
+		if r.horizon > 0 && r.t >= r.horizon {
+			break
 		}
 	}
 	for _, a := range r.active {
@@ -329,7 +342,7 @@ func (r *boundReplay) record(to map[string][]float64, classes uint8, wait float6
 // its minimum), and returns when the next thing it knows of happens: a
 // running job finishes, or (fluid-slo) a waiting job is promoted.
 func (r *boundReplay) place() float64 {
-	free := max(r.gpus-r.inference, 0)
+	free := max(r.milli-r.inference, 0)
 	soonest := math.Inf(1)
 	if r.order.waits {
 		// Waits changed the order: sort again.
@@ -344,21 +357,21 @@ func (r *boundReplay) place() float64 {
 		})
 	}
 	for _, a := range r.active {
-		n := 0.0
+		n, fits := int64(0), false
 		switch {
-		case a.gpus <= free:
-			n = a.gpus
-		case a.min > 0 && math.Floor(free) >= a.min:
-			n = math.Floor(free)
+		case a.milli <= free:
+			n, fits = a.milli, true
+		case a.min > 0 && free/1000*1000 >= a.min:
+			n, fits = free/1000*1000, true // whole GPUs
 		}
 		a.rate = 0
-		if n == 0 {
+		if !fits {
 			continue
 		}
 		free -= n
 		a.rate = 1
-		if n < a.gpus {
-			a.rate = math.Pow(n/a.gpus, r.scaling)
+		if n < a.milli {
+			a.rate = math.Pow(float64(n)/float64(a.milli), r.scaling)
 		}
 		if !a.seen {
 			a.seen = true
@@ -370,7 +383,7 @@ func (r *boundReplay) place() float64 {
 		// Come back when the next waiting job of the SLO class is
 		// promoted.
 		for _, a := range r.active {
-			if a.rate == 0 && a.gpus < sloGPUs && a.waited < SLOPromote.Seconds()-1e-6 {
+			if a.rate == 0 && a.milli < sloGPUs*1000 && a.waited < SLOPromote.Seconds()-1e-6 {
 				soonest = min(soonest, r.t+SLOPromote.Seconds()-a.waited)
 			}
 		}

@@ -174,3 +174,53 @@ func TestFluidSLOByHand(t *testing.T) {
 		}
 	}
 }
+
+// TestFluidSharesAddUpExactly: shares of 1, 1 and 998 milli and a 7-GPU
+// job fill 8 GPUs exactly; the 7-GPU job runs at once (in floats the
+// shares left 6.999... free and it waited).
+func TestFluidSharesAddUpExactly(t *testing.T) {
+	h := time.Hour
+	share := func(id string, milli int) JobSpec {
+		return JobSpec{ID: id, Work: h, Shape: model.Shape{GPUs: 1, GPUMilli: milli, Topology: model.TopologyNode}, Priority: 10}
+	}
+	w := &Workload{Name: "t", Horizon: 10 * h,
+		Nodes: []model.Node{{ID: "n0", Pod: "p", GPUs: 8, Health: model.HealthHealthy}},
+		Jobs:  []JobSpec{share("s1", 1), share("s2", 1), share("s3", 998), {ID: "seven", Work: h, Shape: model.Shape{GPUs: 7, Topology: model.TopologyNode}}}}
+	if got := Fluid(w, Options{}).QueueHours["<64"]; got.Count != 4 || got.P99 != 0 {
+		t.Errorf("queue <64: %+v, want four jobs and no wait", got)
+	}
+}
+
+// TestBoundHorizonAndTraces: a job submitted at the horizon itself counts,
+// with no wait, as the engine counts it; with no horizon (a trace) the
+// replay runs until every job is done, with the same waits as by hand.
+func TestBoundHorizonAndTraces(t *testing.T) {
+	w := boundFleet(false)
+	w.Jobs = append(w.Jobs, JobSpec{ID: "last", Submit: w.Horizon, Work: time.Hour, Shape: model.Shape{GPUs: 1, Topology: model.TopologyNode}})
+	if got := Fluid(w, Options{}).QueueHours["<8"]; got.Count != 2 || got.P99 != 0.5 {
+		t.Errorf("queue <8 with a job at the horizon: %+v, want b's 0.5 h and the last job's 0", got)
+	}
+	w = boundFleet(false)
+	w.Horizon = 0
+	m := Fluid(w, Options{})
+	if got := m.QueueHours["<64"]; got.Count != 2 || got.P50 != 0.5 || got.P90 != 2 || m.SimulatedHours != 4 {
+		t.Errorf("no horizon: queue <64 %+v over %.1f h, want 0.5 and 2 h over the 4 h until a ends", got, m.SimulatedHours)
+	}
+}
+
+// TestRelaxationRowsAlone: a report of relaxation rows only says how long
+// it covered and writes its HTML (the queue plots, nothing to compare).
+func TestRelaxationRowsAlone(t *testing.T) {
+	c, _ := LoadSeedConfig("")
+	c.Days = 1
+	rep, err := NewReport(Seed(c, 1), []string{FluidName, BoundName}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Hours != 24 || rep.Jobs == 0 {
+		t.Errorf("report covers %.1f h and %d jobs, want 24 h and the day's jobs", rep.Hours, rep.Jobs)
+	}
+	if err := rep.WriteHTML(t.TempDir()); err != nil {
+		t.Fatalf("HTML of relaxation rows alone: %v", err)
+	}
+}

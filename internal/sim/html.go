@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/plot"
@@ -43,7 +44,11 @@ func (r *Report) WriteHTML(dir string) error {
 		{"largest_any.png", "largest_placeable (any) over time", "GPUs", func(s Sample) float64 { return float64(s.Largest.Any) }},
 		{"fragmented.png", "free GPUs no 8-GPU node job can use", "GPUs", func(s Sample) float64 { return float64(s.FragmentedGPUs) }},
 	}
+	ran := slices.ContainsFunc(r.Policies, func(m *Metrics) bool { return !m.Bound })
 	for _, s := range series {
+		if !ran {
+			break // relaxation rows alone: no fleet sampled, nothing compared
+		}
 		p, err := r.timePlot(s.title, s.y, s.get)
 		if err := add(s.file, s.title, p, err); err != nil {
 			return err
@@ -58,9 +63,11 @@ func (r *Report) WriteHTML(dir string) error {
 			return err
 		}
 	}
-	p, err := r.bars()
-	if err := add("comparison.png", "policies compared", p, err); err != nil {
-		return err
+	if ran {
+		p, err := r.bars()
+		if err := add("comparison.png", "policies compared", p, err); err != nil {
+			return err
+		}
 	}
 	var table bytes.Buffer
 	if err := r.WriteTable(&table); err != nil {

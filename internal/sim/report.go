@@ -35,6 +35,7 @@ func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
 		if relax, ok := relaxations[name]; ok {
 			m := relax(w, opt)
 			rep.Policies = append(rep.Policies, m)
+			rep.Hours = max(rep.Hours, m.SimulatedHours)
 			rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
 			continue
 		}
