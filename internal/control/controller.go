@@ -191,15 +191,11 @@ func (c *Controller) Lead(ctx context.Context, l *store.Leadership) error {
 		// submit's pass decided nothing, at half a core (BENCHMARKS.md,
 		// "Round nine"). A submit now waits at most a tick for its first
 		// pass.
-		wait := min(took, c.cfg.Tick)
+		wait, woken := min(took, c.cfg.Tick), (<-chan struct{})(nil) // nil: never ready
 		if c.stalled {
-			wait = c.cfg.Tick
+			wait, woken = c.cfg.Tick, c.wakeup
 		}
 		rest := time.NewTimer(wait)
-		var woken <-chan struct{} // nil, never ready, unless stalled
-		if c.stalled {
-			woken = c.wakeup
-		}
 		select {
 		case <-rest.C:
 		case <-c.urgent:

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/berthsched/berth/internal/sched"
 )
 
 // The relaxation rows' names in --policy and in reports.
@@ -202,7 +204,7 @@ func bySLO(a, b *boundRun) bool {
 // sloTier is a job's tier in bySLO.
 func sloTier(a *boundRun) int {
 	switch {
-	case a.milli >= sloGPUs*1000:
+	case a.milli >= sloMilli:
 		return 1
 	case a.waited >= SLOPromote.Seconds()-1e-6:
 		return 0
@@ -210,8 +212,9 @@ func sloTier(a *boundRun) int {
 	return 2
 }
 
-// sloGPUs is §1's SLO class bound: jobs under it are the class.
-const sloGPUs = 64
+// sloMilli is §1's SLO class bound as berth's core defaults it (jobs
+// under it are the class), in milli-GPUs.
+var sloMilli = int64(sched.Config{}.WithDefaults().SLO.MaxGPUs) * 1000
 
 func cmpOr[T cmp.Ordered](a, b T, seqA, seqB int) bool {
 	if a != b {
@@ -383,7 +386,7 @@ func (r *boundReplay) place() float64 {
 		// Come back when the next waiting job of the SLO class is
 		// promoted.
 		for _, a := range r.active {
-			if a.rate == 0 && a.milli < sloGPUs*1000 && a.waited < SLOPromote.Seconds()-1e-6 {
+			if a.rate == 0 && a.milli < sloMilli && a.waited < SLOPromote.Seconds()-1e-6 {
 				soonest = min(soonest, r.t+SLOPromote.Seconds()-a.waited)
 			}
 		}
