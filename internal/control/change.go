@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -26,9 +27,9 @@ type change struct {
 	deps   map[string]*model.Deployment
 	allocs map[string]*model.Allocation // nil value: deleted
 	order  []string                     // alloc ids in first-touch order
-	// base holds each loaded object's stored bytes: flush writes only
-	// what differs, so a read-only look costs no write.
-	base   map[string][]byte
+	// base holds each loaded object as the cache has it: flush writes
+	// only what differs, so a read-only look costs no write.
+	base   map[string]loaded
 	writes int
 	// freed: an allocation ended, so GPUs came free (the loop's rest is
 	// cut short for it).
@@ -40,28 +41,43 @@ type change struct {
 
 func (c *Controller) newChange(w *store.Writer, now time.Time) *change {
 	return &change{c: c, txn: w.Txn(), now: now, nodes: map[string]*model.Node{}, jobs: map[string]*model.Job{},
-		deps: map[string]*model.Deployment{}, allocs: map[string]*model.Allocation{}, base: map[string][]byte{}}
+		deps: map[string]*model.Deployment{}, allocs: map[string]*model.Allocation{}, base: map[string]loaded{}}
+}
+
+// loaded is an object as a change loaded it: the cache's entry, and its
+// JSON when the load encoded it.
+type loaded struct {
+	store.Entry
+	raw []byte
 }
 
 func load[T any](ch *change, k store.Kind, id string) (*T, bool) {
 	var out T
-	var rev int64
-	var raw []byte
+	var base loaded
 	ok := false
 	ch.c.st.Cache().Read(func(v store.View) {
-		if e, found := v.Get(k, id); found {
-			// A fresh decode, not a copy of the cached object: slices
-			// (a job's history) must not share memory with the cache.
-			raw = e.Raw()
-			ok = json.Unmarshal(raw, &out) == nil
-			rev = e.ModRev
+		e, found := v.Get(k, id)
+		if !found {
+			return
 		}
+		base.Entry = e
+		// A copy that shares no memory with the cache: slices (a job's
+		// history) are changed in place. A node, which every heartbeat
+		// loads, is cloned; the rest are decoded afresh.
+		if n, isNode := e.Obj.(model.Node); isNode {
+			if p, want := any(&out).(*model.Node); want {
+				*p, ok = n.Clone(), true
+				return
+			}
+		}
+		base.raw = e.Raw()
+		ok = json.Unmarshal(base.raw, &out) == nil
 	})
 	if !ok {
 		return nil, false
 	}
-	ch.base[string(k)+"/"+id] = raw
-	ch.txn.Unchanged(k, id, rev)
+	ch.base[string(k)+"/"+id] = base
+	ch.txn.Unchanged(k, id, base.ModRev)
 	return &out, true
 }
 
@@ -338,10 +354,19 @@ func (ch *change) flush() *store.Txn {
 	return ch.txn
 }
 
-// put writes v unless it encodes to what was loaded.
+// put writes v unless it encodes to what was loaded. Equal values encode
+// alike, so most looks (a heartbeat that changes nothing) are settled
+// without encoding either; values that differ may still encode alike (an
+// empty slice and a nil one), so those are compared as JSON.
 func (ch *change) put(k store.Kind, id string, v any) {
 	if base, ok := ch.base[string(k)+"/"+id]; ok {
-		if b, err := json.Marshal(v); err == nil && bytes.Equal(b, base) {
+		if reflect.DeepEqual(reflect.Indirect(reflect.ValueOf(v)).Interface(), reflect.Indirect(reflect.ValueOf(base.Obj)).Interface()) {
+			return
+		}
+		if base.raw == nil {
+			base.raw = base.Raw()
+		}
+		if b, err := json.Marshal(v); err == nil && bytes.Equal(b, base.raw) {
 			return
 		}
 	}

@@ -63,7 +63,7 @@ func (r *leadRun) wait(limit time.Duration) (error, bool) {
 
 // harness is a controller leading over a real embedded etcd.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	st  *store.Store
 	clk *fakeClock
@@ -74,7 +74,7 @@ type harness struct {
 
 // newHarness opens a table in a temporary directory, wins the election and
 // starts the loop. Zero Clock and Tick get a fake clock and a short tick.
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)

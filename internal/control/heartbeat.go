@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/berthsched/berth/internal/model"
@@ -120,14 +121,14 @@ func (c *Controller) report(ch *change, rep *model.NodeReport) {
 	// each one for change (a copy and a precondition each) on every
 	// heartbeat was most of a heartbeat's cost on a loaded fleet, and
 	// nearly every report says "still running" and changes nothing.
-	onNode := map[string]bool{}
+	onNode := make([]bool, len(rep.Allocations))
 	ch.c.st.Cache().Read(func(v store.View) {
-		for _, a := range v.AllocationsOn(n.ID) {
-			onNode[a.ID] = true
+		for i, r := range rep.Allocations {
+			onNode[i] = v.IsOn(n.ID, r.ID)
 		}
 	})
-	for _, r := range rep.Allocations {
-		if !onNode[r.ID] || (r.State != model.ActualExited && !ch.newCheckpoint(r.ID, r.Checkpoint)) {
+	for i, r := range rep.Allocations {
+		if !onNode[i] || (r.State != model.ActualExited && !ch.newCheckpoint(r.ID, r.Checkpoint)) {
 			continue
 		}
 		a := ch.alloc(r.ID)
@@ -223,7 +224,14 @@ func (c *Controller) orders(node string, fence int64) model.NodeOrders {
 		if e, ok := v.Get(store.Nodes, node); ok {
 			o.BootEpoch = e.Obj.(model.Node).BootEpoch
 		}
-		for _, a := range v.AllocationsOn(node) {
+		ids := v.AllocationIDsOn(node)
+		o.Allocations = slices.Grow(o.Allocations, len(ids))
+		for _, id := range ids {
+			e, ok := v.Get(store.Allocations, id)
+			if !ok {
+				continue
+			}
+			a := e.Obj.(model.Allocation)
 			d := model.DesiredAlloc{ID: a.ID, OwnerKind: a.OwnerKind, OwnerID: a.OwnerID, Replica: a.Replica,
 				GPUs: a.GPUs, GPUMilli: a.GPUMilli, MIGInstance: a.MIGInstance, CPUMilli: a.CPUMilli, MemoryMiB: a.MemoryMiB,
 				Stop: a.Stopping, StopDeadline: a.StopDeadline, Kill: a.Killing}

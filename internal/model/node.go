@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -59,6 +60,32 @@ type Node struct {
 	// Kubernetes' device plugin hands out MIG devices by profile, and a
 	// 4g instance does not serve a pod that asked for a 3g one.
 	MIGProfiles [][]string `json:"mig_profiles,omitempty"`
+}
+
+// Clone is a deep copy of the node: nothing it holds is shared with n.
+func (n Node) Clone() Node {
+	c := n
+	if n.IdentityChange != nil {
+		ic := *n.IdentityChange
+		c.IdentityChange = &ic
+	}
+	if n.Links != nil {
+		c.Links = &LinkMatrix{Links: cloneRows(n.Links.Links)}
+	}
+	c.MIG = cloneRows(n.MIG)
+	c.MIGProfiles = cloneRows(n.MIGProfiles)
+	return c
+}
+
+func cloneRows[T any](rows [][]T) [][]T {
+	if rows == nil {
+		return nil
+	}
+	out := make([][]T, len(rows))
+	for i, r := range rows {
+		out[i] = slices.Clone(r)
+	}
+	return out
 }
 
 // MIGProfile is the profile of instance k (from 0) of GPU g, "" when the

@@ -118,6 +118,25 @@ func (v View) AllocationsOn(node string) []model.Allocation {
 	return v.allocs(v.c.byNode[node])
 }
 
+// AllocationIDsOn lists the ids of the allocations on one node, sorted:
+// for a caller that needs few of their fields, without copying every
+// allocation out of the table (a heartbeat reads them 2,500 times a
+// second on a large fleet).
+func (v View) AllocationIDsOn(node string) []string {
+	ids := make([]string, 0, len(v.c.byNode[node]))
+	for id := range v.c.byNode[node] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// IsOn reports whether allocation id is on node.
+func (v View) IsOn(node, id string) bool {
+	_, ok := v.c.byNode[node][id]
+	return ok
+}
+
 // AllocationsOf lists the allocations of one owner (job or deployment).
 func (v View) AllocationsOf(owner string) []model.Allocation {
 	return v.allocs(v.c.byOwner[owner])
