@@ -83,6 +83,7 @@ func (c *Controller) read() *input {
 		s.Relocations = append(s.Relocations, r.Relocation)
 	}
 	s.Config = c.schedConfig()
+	s.Config.MaxBinds = c.cfg.MaxBindsPerPass
 	return in
 }
 

@@ -70,6 +70,15 @@ type Config struct {
 	// counted in one summary alert. Default 20.
 	MaxStarvationAlerts int `json:"max_starvation_alerts,omitempty" yaml:"max_starvation_alerts"`
 
+	// MaxBinds, when above zero, ends the training queue's walk once the
+	// pass has placed that many allocations: the jobs below get a
+	// pending reason and the next pass goes on. The control loop sets it
+	// from control.max_binds_per_pass, the most one pass writes: a fleet
+	// coming up beside 100k pending jobs placed tens of thousands of
+	// them each pass to write a thousand (BENCHMARKS.md, "Round
+	// twelve"). Zero (the simulator) places all that fit.
+	MaxBinds int `json:"-" yaml:"-"`
+
 	// PreemptMargin: a training job preempts another only when its
 	// priority plus waiting bonus beats the victim's priority plus
 	// preemption bonus by at least this much. Preemption bonuses protect

@@ -157,7 +157,7 @@ type growCand struct {
 // growElastic hands the GPUs the queue left idle to elastic jobs below
 // their maximum.
 func (p *planner) growElastic() {
-	if len(p.bound) == 0 && len(p.elastic) == 0 {
+	if p.capped || len(p.bound) == 0 && len(p.elastic) == 0 {
 		return
 	}
 	cands := p.bound

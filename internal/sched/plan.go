@@ -185,6 +185,10 @@ type planner struct {
 	// the elastic jobs this pass binds (both may grow).
 	elastic []*model.Job
 	bound   []growCand
+	// placed counts the allocations of the first counted binds
+	// (MaxBinds); capped says the queue's walk stopped there.
+	placed, counted int
+	capped          bool
 }
 
 type lateJob struct {

@@ -56,6 +56,26 @@ func BenchmarkPlanPending(b *testing.B) {
 	}
 }
 
+// BenchmarkPlanBinding is a pass of a fleet coming up beside its queue:
+// 12,500 empty 8-GPU nodes and 100k pending 1-GPU jobs. Uncapped, the
+// pass places 100k jobs; the control loop writes max_binds_per_pass
+// (1,000) of them a pass, and with the cap in the core it places no more.
+func BenchmarkPlanBinding(b *testing.B) {
+	s := State{Nodes: benchFleet(12500)}
+	for i := range 100000 {
+		s.Jobs = append(s.Jobs, &model.Job{ID: fmt.Sprintf("q-%d", i), Team: "t", Shape: model.Shape{GPUs: 1, Topology: model.TopologyAny},
+			State: model.JobPending, SubmittedAt: benchNow.Add(-time.Duration(i) * time.Millisecond)})
+	}
+	for _, cap := range []int{0, 1000} {
+		s.Config.MaxBinds = cap
+		b.Run(fmt.Sprintf("max_binds=%d", cap), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_ = Plan(s, benchNow)
+			}
+		})
+	}
+}
+
 // BenchmarkRejectGang: a 512-GPU pod gang on a busy 12,500-node fleet
 // where no pod can take it, even with every victim gone (pods hold 256
 // GPUs). Placement fails from pod totals; the victim search is refused

@@ -97,9 +97,11 @@ func (p *planner) training() {
 	for k := range q {
 		qj := q[k]
 		j := qj.job
-		// The effective priority is in the rank; the parts follow from it.
-		prio := Priority{Base: qj.base, Preemptions: qj.preempting, Effective: qj.rank.prio}
-		prio.Waiting = prio.Effective - prio.Base - prio.Preemptions
+		prio := qj.priority()
+		if p.bindsFull() {
+			p.capQueue(q[k:])
+			return
+		}
 		// One Request reused for every job: a fresh one escapes (the
 		// placer keeps it) and cost an allocation per pending job a pass.
 		// It is the shape's, with this job's id and priority: j.Request()
@@ -183,6 +185,39 @@ func (p *planner) training() {
 			p.late = append(p.late, lateJob{j, len(p.d.Pending) - 1})
 		}
 	}
+}
+
+// priority is the job's effective priority and its parts: the effective
+// one is in the rank, the parts follow from it.
+func (qj queued) priority() Priority {
+	prio := Priority{Base: qj.base, Preemptions: qj.preempting, Effective: qj.rank.prio}
+	prio.Waiting = prio.Effective - prio.Base - prio.Preemptions
+	return prio
+}
+
+// bindsFull reports whether the pass has placed Config.MaxBinds
+// allocations (a bind's parts are its allocations).
+func (p *planner) bindsFull() bool {
+	if p.cfg.MaxBinds <= 0 {
+		return false
+	}
+	for _, b := range p.d.Binds[p.counted:] {
+		p.placed += len(b.Parts)
+	}
+	p.counted = len(p.d.Binds)
+	return p.placed >= p.cfg.MaxBinds
+}
+
+// capQueue leaves the rest of the queue to the next pass: not placed,
+// held, backfilled or made room for, and said so. Elastic jobs do not
+// grow this pass either: the GPUs are the queue's.
+func (p *planner) capQueue(rest []queued) {
+	why := &Reason{Code: ReasonUnschedulable, Constraint: "max_binds_per_pass",
+		Message: fmt.Sprintf("not placed yet: this pass placed its first %d allocations (control.max_binds_per_pass is %d); the next pass goes on down the queue", p.placed, p.cfg.MaxBinds)}
+	for _, qj := range rest {
+		p.pend(qj.rank.id, why, qj.priority())
+	}
+	p.capped = true
 }
 
 // starving is R2's guard: a gang whose reservation (or, holding nothing
