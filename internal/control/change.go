@@ -360,7 +360,7 @@ func (ch *change) flush() *store.Txn {
 // empty slice and a nil one), so those are compared as JSON.
 func (ch *change) put(k store.Kind, id string, v any) {
 	if base, ok := ch.base[string(k)+"/"+id]; ok {
-		if reflect.DeepEqual(reflect.Indirect(reflect.ValueOf(v)).Interface(), reflect.Indirect(reflect.ValueOf(base.Obj)).Interface()) {
+		if equalValues(v, base.Obj) {
 			return
 		}
 		if base.raw == nil {
@@ -371,6 +371,16 @@ func (ch *change) put(k store.Kind, id string, v any) {
 		}
 	}
 	ch.txn.Put(k, id, v)
+}
+
+// equalValues reports whether a and b, or the values they point to, are
+// deeply equal; false when either is nil.
+func equalValues(a, b any) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	va, vb := reflect.Indirect(reflect.ValueOf(a)), reflect.Indirect(reflect.ValueOf(b))
+	return va.IsValid() && vb.IsValid() && reflect.DeepEqual(va.Interface(), vb.Interface())
 }
 
 func sortedKeys[T any](m map[string]T) []string {

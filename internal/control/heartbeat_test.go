@@ -396,3 +396,26 @@ func TestHeartbeatNodeWritesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("an empty MIG list where the table has none rewrote the node (%d→%d)", rev, r)
 	}
 }
+
+// equalValues settles a change's unchanged objects before any JSON: a
+// loaded copy against the cache's value (a node) or pointer (a job), and
+// never true for nil, so that an absent base is written.
+func TestEqualValues(t *testing.T) {
+	var nilNode *model.Node
+	for _, tc := range []struct {
+		a, b any
+		want bool
+	}{
+		{&model.Node{ID: "n1", GPUs: 8}, model.Node{ID: "n1", GPUs: 8}, true},
+		{&model.Node{ID: "n1", GPUs: 8}, model.Node{ID: "n1", GPUs: 4}, false},
+		{&model.Job{ID: "j", History: []model.Event{{Event: "bound"}}}, &model.Job{ID: "j", History: []model.Event{{Event: "bound"}}}, true},
+		{&model.Job{ID: "j"}, &model.Job{ID: "j", History: []model.Event{}}, false}, // left to the JSON compare
+		{&model.Node{ID: "n1"}, nil, false},
+		{nilNode, model.Node{}, false},
+		{&model.Node{}, []byte("{}"), false},
+	} {
+		if got := equalValues(tc.a, tc.b); got != tc.want {
+			t.Errorf("equalValues(%#v, %#v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
