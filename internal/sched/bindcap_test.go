@@ -7,6 +7,9 @@ import (
 
 	"github.com/berthsched/berth/internal/model"
 	"github.com/berthsched/berth/internal/sched/schedtest"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"pgregory.net/rapid"
 )
 
 // With MaxBinds, the pass walks the queue in rank order until it has
@@ -78,4 +81,78 @@ func TestMaxBindsEndsTheQueueWalk(t *testing.T) {
 	if len(d.Preemptions) != 0 || len(d.Reservations) != 0 {
 		t.Errorf("preemptions %+v, reservations %+v: want none for jobs the pass did not reach", d.Preemptions, d.Reservations)
 	}
+}
+
+// TestMaxBindsIsAPrefix: a capped pass decides what the uncapped pass
+// decides up to the cap and nothing after it. Its training binds are the
+// first of the uncapped pass's, in order, up to the first at which the
+// pass had placed MaxBinds allocations; its inference binds are the same;
+// every job it did not reach is pending with the cap's reason.
+func TestMaxBindsIsAPrefix(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nodes, cfg := genFleet(t, rapid.Bool().Draw(t, "pooled"))
+		var jobs []model.Job
+		for i := rapid.IntRange(0, 16).Draw(t, "jobs"); i > 0; i-- {
+			req := genRequest(t, false)
+			jobs = append(jobs, model.Job{ID: fmt.Sprintf("j%02d", i), Shape: req.Shape, Priority: rapid.IntRange(0, 3).Draw(t, "prio"),
+				State: model.JobPending, SubmittedAt: time.Unix(int64(rapid.IntRange(0, 100).Draw(t, "at")), 0)})
+		}
+		var deps []model.Deployment
+		for i := rapid.IntRange(0, 2).Draw(t, "deps"); i > 0; i-- {
+			deps = append(deps, model.Deployment{ID: fmt.Sprintf("d%d", i), ReplicaShape: model.Shape{GPUs: 2, Topology: model.TopologyNode},
+				MinReplicas: 1, MaxReplicas: 4, Desired: rapid.IntRange(0, 4).Draw(t, "desired")})
+		}
+		s := State{Nodes: nodes, Jobs: JobsOf(jobs), Deployments: deps, Config: cfg}
+		now := time.Unix(1000, 0)
+		all := Plan(s, now)
+		s.Config.MaxBinds = rapid.IntRange(1, 12).Draw(t, "cap")
+		capped := Plan(s, now)
+
+		split := func(d Decision) (inf, train []Bind, parts []int) {
+			n := 0
+			for _, b := range d.Binds {
+				if b.Kind == model.OwnerInference {
+					inf = append(inf, b)
+				} else {
+					train = append(train, b)
+				}
+				n += len(b.Parts)
+				if b.Kind != model.OwnerInference {
+					parts = append(parts, n) // allocations placed up to and with this bind
+				}
+			}
+			return inf, train, parts
+		}
+		allInf, allTrain, _ := split(all)
+		capInf, capTrain, capParts := split(capped)
+		if diff := cmp.Diff(allInf, capInf, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("inference binds differ under the cap:\n%s", diff)
+		}
+		if len(capTrain) > len(allTrain) {
+			t.Fatalf("capped pass bound %d training jobs, uncapped %d", len(capTrain), len(allTrain))
+		}
+		if diff := cmp.Diff(allTrain[:len(capTrain)], capTrain, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("capped training binds are not the uncapped pass's first ones:\n%s", diff)
+		}
+		// Only the last training bind may end at or past the cap.
+		for i, n := range capParts {
+			if i < len(capParts)-1 && n >= s.Config.MaxBinds {
+				t.Fatalf("bind %d of %d ended at %d allocations, past the cap %d, and the pass went on", i+1, len(capParts), n, s.Config.MaxBinds)
+			}
+		}
+		capped2 := map[string]bool{}
+		for _, p := range capped.Pending {
+			if p.Reason != nil && p.Reason.Constraint == "max_binds_per_pass" {
+				capped2[p.OwnerID] = true
+			}
+		}
+		if len(capTrain) < len(allTrain) && len(capped2) == 0 {
+			t.Fatalf("the capped pass left %d binds to the next pass and named no job waiting for the cap", len(allTrain)-len(capTrain))
+		}
+		for _, b := range allTrain[len(capTrain):] {
+			if !capped2[b.OwnerID] {
+				t.Fatalf("%s, bound without the cap, is not waiting for it under the cap", b.OwnerID)
+			}
+		}
+	})
 }
