@@ -163,9 +163,8 @@ type planner struct {
 	throttled    map[string]*throttle
 	// Per-pass caches. Within the training phase free GPUs only shrink and
 	// later jobs rank lower (fewer victims), so a failure stays a failure.
-	noRoom map[shapeID]int // the preempting power at which no room was found
 	// shapes are the pending training's request shapes (queue), each
-	// with its noFit; shapeIdx finds one.
+	// with its noFit and noRoom; shapeIdx finds one.
 	shapes    []passShape
 	shapeIdx  map[shapeID]int32
 	queueBufs *queueBufs      // queue's buffers until putQueue
@@ -223,7 +222,7 @@ func newPlanner(s *State, ix *Index, now time.Time) *planner {
 	cfg := s.Config.withDefaults()
 	p := &planner{s: s, cfg: cfg, now: now, ix: ix, exclude: map[int]bool{},
 		quota: newQuotaBook(s.Quotas), prevRes: map[repKey]Reservation{},
-		throttled: map[string]*throttle{}, noRoom: map[shapeID]int{}, shapeIdx: map[shapeID]int32{}, noHold: map[shapeID]int{},
+		throttled: map[string]*throttle{}, shapeIdx: map[shapeID]int32{}, noHold: map[shapeID]int{},
 		noBackfill: map[shapeID]noBackfill{}, hopeless: map[shapeID]int{}, hopeful: map[shapeID]int{}}
 	p.prepare()
 	return p

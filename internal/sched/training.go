@@ -29,6 +29,10 @@ type passShape struct {
 	key   shapeID
 	req   model.Request // OwnerID and Priority are the first job's
 	noFit noFit
+	// noRoom is the preempting power at which no room was found, when
+	// noRoomSet.
+	noRoom    int
+	noRoomSet bool
 }
 
 // internShape returns r's shape's index in p.shapes.
@@ -159,7 +163,7 @@ func (p *planner) training() {
 		// The reason is shared with every job that failed the same way
 		// (the noFit cache) until this job's own words are added.
 		reason := why
-		if r, msg := p.room(qj, req, key, preempting); r != nil {
+		if r, msg := p.room(qj, req, preempting); r != nil {
 			p.pend(qj.rank.id, &r.reason, prio)
 			continue
 		} else if msg != "" {
@@ -264,16 +268,26 @@ type roomResult struct{ reason Reason }
 // room makes room for a training job by preemption, if the budget allows.
 // It returns the result when victims were preempted (or it waits on work
 // already stopping), or a message when the budget or storage forbade it.
-func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bool) (*roomResult, string) {
+func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomResult, string) {
 	j, id := qj.job, qj.rank.id
-	prev, hadRes := p.prevRes[repKey{id, 0}]
-	own := p.hasOwnBackfill(id)
+	// Most passes have few reservations and no backfill: each lookup by
+	// id skipped is a hash of it for every pending job of a large queue.
+	var prev Reservation
+	hadRes, own := false, false
+	if len(p.prevRes) > 0 {
+		prev, hadRes = p.prevRes[repKey{id, 0}]
+	}
+	if len(p.backfilled) > 0 {
+		own = p.hasOwnBackfill(id)
+	}
 	if !preempting && !own && !hadRes {
 		return nil, ""
 	}
 	// Later jobs rank lower, so with no more power than one that found no
-	// room they find none either.
-	if failed, ok := p.noRoom[key]; ok && p.power(qj) <= failed && !hadRes && !own {
+	// room they find none either. (Kept on the pass's shape, not in a map
+	// keyed by it: a lookup per pending job hashed the shape's strings.)
+	sh := &p.shapes[qj.shape]
+	if sh.noRoomSet && p.power(qj) <= sh.noRoom && !hadRes && !own {
 		return nil, ""
 	}
 	// Training makes room by preemption only for work whose start is due
@@ -295,7 +309,7 @@ func (p *planner) room(qj queued, req *model.Request, key shapeID, preempting bo
 	r := p.makeRoom(req, eligible, prev.At)
 	if r == nil {
 		if !hadRes && !own {
-			p.noRoom[key] = max(p.noRoom[key], p.power(qj))
+			sh.noRoom, sh.noRoomSet = max(sh.noRoom, p.power(qj)), true
 		}
 		return nil, ""
 	}
