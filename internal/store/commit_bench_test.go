@@ -47,3 +47,64 @@ func BenchmarkCommit(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkCommitBinds is the transaction of a pass that binds 1,000
+// 1-GPU jobs onto 125 nodes, as the control loop writes it: each bind
+// conditions on its node and its job being unchanged since the pass's
+// read (the job twice, once where it is loaded and once where it is
+// bound), creates the allocation and rewrites the job.
+func BenchmarkCommitBinds(b *testing.B) {
+	s, err := store.Open(context.Background(), store.Config{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Campaign(context.Background(), "bench", 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := l.Writer()
+	const binds, nodes = 1000, 125
+	seed := w.Txn()
+	for i := range nodes {
+		id := fmt.Sprintf("n%03d", i)
+		seed.Put(store.Nodes, id, model.Node{ID: id, Pod: "p1", GPUs: 8, Health: model.HealthHealthy})
+	}
+	if _, err := w.Commit(context.Background(), seed); err != nil {
+		b.Fatal(err)
+	}
+	job := model.Job{Shape: model.Shape{GPUs: 1, Topology: model.TopologyNode}, Team: "ml", Org: "acme", Priority: 10, SubmittedAt: time.Now()}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := range b.N {
+		b.StopTimer()
+		jobs := w.Txn()
+		for i := range binds {
+			j := job
+			j.ID, j.State = fmt.Sprintf("j-%d-%d", n, i), model.JobPending
+			jobs.Put(store.Jobs, j.ID, j)
+		}
+		rev, err := w.Commit(context.Background(), jobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t := w.Txn()
+		for i := range binds {
+			j := job
+			j.ID, j.State, j.StartedAt = fmt.Sprintf("j-%d-%d", n, i), model.JobRunning, time.Now()
+			node := fmt.Sprintf("n%03d", i%nodes)
+			t.Unchanged(store.Nodes, node, rev).Unchanged(store.Jobs, j.ID, rev).Unchanged(store.Jobs, j.ID, rev)
+			a := model.Allocation{ID: fmt.Sprintf("a-%d-%d", n, i), NodeID: node, GPUs: model.FullMask(1) << uint(i/nodes%8),
+				OwnerKind: model.OwnerTraining, OwnerID: j.ID, CreatedAt: time.Now()}
+			t.Put(store.Allocations, a.ID, a).Put(store.Jobs, j.ID, j)
+		}
+		if _, err := w.Commit(context.Background(), t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := l.Resign(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}

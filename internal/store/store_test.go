@@ -114,8 +114,22 @@ func TestUnchangedCondition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Commit(ctx, w.Txn().Put(store.Nodes, "n1", model.Node{ID: "n1", GPUs: 8, Draining: true})); err != nil {
+	stale := rev
+	cur, err := w.Commit(ctx, w.Txn().Put(store.Nodes, "n1", model.Node{ID: "n1", GPUs: 8, Draining: true}))
+	if err != nil {
 		t.Fatal(err)
+	}
+	// A key named twice is one condition, the stricter, in either order.
+	for _, revs := range [][2]int64{{cur, stale}, {stale, cur}} {
+		_, err := w.Commit(ctx, w.Txn().Unchanged(store.Nodes, "n1", revs[0]).Unchanged(store.Nodes, "n1", revs[1]).
+			Put(store.Allocations, "a0", model.Allocation{ID: "a0", NodeID: "n1"}))
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("n1 unchanged since %d and since %d (modified at %d): %v, want ErrConflict", revs[0], revs[1], cur, err)
+		}
+	}
+	if _, err := w.Commit(ctx, w.Txn().Unchanged(store.Nodes, "n1", cur).Unchanged(store.Nodes, "n1", cur+1).
+		Put(store.Allocations, "a0", model.Allocation{ID: "a0", NodeID: "n1"})); err != nil {
+		t.Fatalf("n1 named twice, both current: %v", err)
 	}
 	_, err = w.Commit(ctx, w.Txn().Unchanged(store.Nodes, "n1", rev).Put(store.Allocations, "a1", model.Allocation{ID: "a1", NodeID: "n1"}))
 	if !errors.Is(err, store.ErrConflict) {

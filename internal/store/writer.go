@@ -43,6 +43,16 @@ type Txn struct {
 	conds []clientv3.Cmp
 	ops   []clientv3.Op
 	err   error
+	// unchanged finds a key's Unchanged condition in conds: a pass
+	// binding a thousand 1-GPU jobs named each node once per job bound
+	// there, and each job twice, three times the conditions (and the
+	// request etcd logs) that it needed.
+	unchanged map[string]unchangedCond
+}
+
+type unchangedCond struct {
+	at  int // the ModRevision compare's place in conds
+	rev int64
 }
 
 // Txn starts a transaction.
@@ -80,8 +90,21 @@ func (t *Txn) Delete(k Kind, id string) *Txn {
 // pass that had read a deployment bound a replica for it after it was
 // deleted, and that replica held a node's GPUs with no owner to stop it.
 // Presence is therefore checked too (a deleted key's version is 0).
+// A key named twice keeps one condition, the stricter: not modified
+// after the older of the two revisions.
 func (t *Txn) Unchanged(k Kind, id string, rev int64) *Txn {
 	key := t.s.key(k, id)
+	if c, ok := t.unchanged[key]; ok {
+		if rev < c.rev {
+			t.conds[c.at] = clientv3.Compare(clientv3.ModRevision(key), "<", rev+1)
+			t.unchanged[key] = unchangedCond{c.at, rev}
+		}
+		return t
+	}
+	if t.unchanged == nil {
+		t.unchanged = map[string]unchangedCond{}
+	}
+	t.unchanged[key] = unchangedCond{len(t.conds), rev}
 	t.conds = append(t.conds, clientv3.Compare(clientv3.ModRevision(key), "<", rev+1),
 		clientv3.Compare(clientv3.Version(key), ">", 0))
 	return t
