@@ -91,17 +91,7 @@ func TestMaxBindsEndsTheQueueWalk(t *testing.T) {
 func TestMaxBindsIsAPrefix(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nodes, cfg := genFleet(t, rapid.Bool().Draw(t, "pooled"))
-		var jobs []model.Job
-		for i := rapid.IntRange(0, 16).Draw(t, "jobs"); i > 0; i-- {
-			req := genRequest(t, false)
-			jobs = append(jobs, model.Job{ID: fmt.Sprintf("j%02d", i), Shape: req.Shape, Priority: rapid.IntRange(0, 3).Draw(t, "prio"),
-				State: model.JobPending, SubmittedAt: time.Unix(int64(rapid.IntRange(0, 100).Draw(t, "at")), 0)})
-		}
-		var deps []model.Deployment
-		for i := rapid.IntRange(0, 2).Draw(t, "deps"); i > 0; i-- {
-			deps = append(deps, model.Deployment{ID: fmt.Sprintf("d%d", i), ReplicaShape: model.Shape{GPUs: 2, Topology: model.TopologyNode},
-				MinReplicas: 1, MaxReplicas: 4, Desired: rapid.IntRange(0, 4).Draw(t, "desired")})
-		}
+		jobs, deps := genWork(t, 16, 2)
 		s := State{Nodes: nodes, Jobs: JobsOf(jobs), Deployments: deps, Config: cfg}
 		now := time.Unix(1000, 0)
 		all := Plan(s, now)

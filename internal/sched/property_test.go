@@ -224,18 +224,7 @@ func checkAgreement(t *rapid.T, ix *Index, ref *refFleet, req *model.Request, pl
 func TestPlanDeterministic(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nodes, cfg := genFleet(t, rapid.Bool().Draw(t, "pooled"))
-		var jobs []model.Job
-		for i := rapid.IntRange(0, 12).Draw(t, "jobs"); i > 0; i-- {
-			req := genRequest(t, false)
-			jobs = append(jobs, model.Job{ID: fmt.Sprintf("j%d", i), Shape: req.Shape, Priority: rapid.IntRange(0, 3).Draw(t, "prio"),
-				State: model.JobPending, SubmittedAt: time.Unix(int64(rapid.IntRange(0, 100).Draw(t, "at")), 0)})
-		}
-		var deps []model.Deployment
-		for i := rapid.IntRange(0, 3).Draw(t, "deps"); i > 0; i-- {
-			g := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "replicaGPUs")
-			deps = append(deps, model.Deployment{ID: fmt.Sprintf("d%d", i), ReplicaShape: model.Shape{GPUs: g, Topology: model.TopologyNode},
-				MinReplicas: 1, MaxReplicas: 4, Desired: rapid.IntRange(0, 4).Draw(t, "desired")})
-		}
+		jobs, deps := genWork(t, 12, 3)
 		s := State{Nodes: nodes, Jobs: JobsOf(jobs), Deployments: deps, Config: cfg}
 		now := time.Unix(1000, 0)
 		a, b := Plan(s, now), Plan(s, now)
@@ -252,6 +241,24 @@ func TestPlanDeterministic(t *testing.T) {
 			t.Fatalf("PlanOn left the index changed:\n%s", diff)
 		}
 	})
+}
+
+// genWork draws up to maxJobs pending training jobs and up to maxDeps
+// deployments for a pass.
+func genWork(t *rapid.T, maxJobs, maxDeps int) ([]model.Job, []model.Deployment) {
+	var jobs []model.Job
+	for i := rapid.IntRange(0, maxJobs).Draw(t, "jobs"); i > 0; i-- {
+		req := genRequest(t, false)
+		jobs = append(jobs, model.Job{ID: fmt.Sprintf("j%02d", i), Shape: req.Shape, Priority: rapid.IntRange(0, 3).Draw(t, "prio"),
+			State: model.JobPending, SubmittedAt: time.Unix(int64(rapid.IntRange(0, 100).Draw(t, "at")), 0)})
+	}
+	var deps []model.Deployment
+	for i := rapid.IntRange(0, maxDeps).Draw(t, "deps"); i > 0; i-- {
+		g := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "replicaGPUs")
+		deps = append(deps, model.Deployment{ID: fmt.Sprintf("d%d", i), ReplicaShape: model.Shape{GPUs: g, Topology: model.TopologyNode},
+			MinReplicas: 1, MaxReplicas: 4, Desired: rapid.IntRange(0, 4).Draw(t, "desired")})
+	}
+	return jobs, deps
 }
 
 func sortedOwners(m map[string][]model.Allocation) []string {

@@ -11,20 +11,32 @@ import (
 	"github.com/berthsched/berth/internal/store"
 )
 
-// BenchmarkCommit is one job created per transaction, read back through
-// the cache before Commit returns (what a submit pays), by 20 writers at
-// once as the open-loop load generator sends them.
-func BenchmarkCommit(b *testing.B) {
+// benchWriter opens a table in a temporary directory and leads it; the
+// leadership is resigned and the table closed when the benchmark ends.
+func benchWriter(b *testing.B) *store.Writer {
+	b.Helper()
 	s, err := store.Open(context.Background(), store.Config{DataDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	l, err := s.Campaign(context.Background(), "bench", 5*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := l.Writer()
+	b.Cleanup(func() {
+		if err := l.Resign(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
+	return l.Writer()
+}
+
+// BenchmarkCommit is one job created per transaction, read back through
+// the cache before Commit returns (what a submit pays), by 20 writers at
+// once as the open-loop load generator sends them.
+func BenchmarkCommit(b *testing.B) {
+	w := benchWriter(b)
 	job := model.Job{Shape: model.Shape{GPUs: 1, Topology: model.TopologyNode}, State: model.JobPending,
 		Team: "ml", Org: "acme", Priority: 10, SubmittedAt: time.Now()}
 	var n atomic.Int64
@@ -43,9 +55,6 @@ func BenchmarkCommit(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	if err := l.Resign(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 }
 
 // BenchmarkCommitBinds is the transaction of a pass that binds 1,000
@@ -54,16 +63,7 @@ func BenchmarkCommit(b *testing.B) {
 // read (the job twice, once where it is loaded and once where it is
 // bound), creates the allocation and rewrites the job.
 func BenchmarkCommitBinds(b *testing.B) {
-	s, err := store.Open(context.Background(), store.Config{DataDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	l, err := s.Campaign(context.Background(), "bench", 5*time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := l.Writer()
+	w := benchWriter(b)
 	const binds, nodes = 1000, 125
 	seed := w.Txn()
 	for i := range nodes {
@@ -104,7 +104,4 @@ func BenchmarkCommitBinds(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if err := l.Resign(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 }
