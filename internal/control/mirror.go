@@ -2,6 +2,7 @@ package control
 
 import (
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/berthsched/berth/internal/model"
@@ -16,6 +17,13 @@ import (
 // held every submit waiting for its write to show for tens of
 // milliseconds, and made tens of MB of garbage a pass. Only the loop
 // touches it; the core never modifies what it is given.
+//
+// Catching up is two steps: collect, under the cache's read lock, takes
+// the changed entries (or the whole table, unsorted); apply, after the
+// lock is released, patches or sorts. The watch cannot apply a write
+// while a reader holds the lock, and every submit and heartbeat waiting
+// for its own write waits with it: with 100k allocations, cutting out
+// the ones that ended took 2-100 ms a pass, all of it theirs to wait.
 type mirror[T any] struct {
 	kind store.Kind
 	id   func(*T) string
@@ -23,6 +31,10 @@ type mirror[T any] struct {
 	rev  int64
 	list []T
 	read bool
+	// What collect took, for apply: changes, or a whole unsorted copy.
+	changes []entryChange[T]
+	whole   []T
+	wholeAt []idAt
 }
 
 func newMirror[T any](kind store.Kind, id func(*T) string, keep func(*T) bool) mirror[T] {
@@ -43,8 +55,16 @@ type entryChange[T any] struct {
 	live bool
 }
 
-// sync brings the copy up to the view's revision and returns it.
+// sync brings the copy up to the view's revision and returns it: collect
+// and apply in one, for a caller that holds the view anyway.
 func (m *mirror[T]) sync(v store.View) []T {
+	m.collect(v)
+	return m.apply()
+}
+
+// collect takes from the view, under the cache's lock, what apply needs
+// to bring the copy to the view's revision.
+func (m *mirror[T]) collect(v store.View) {
 	var changed []string
 	whole := !m.read || !v.ChangedSince(m.kind, m.rev, func(id string) { changed = append(changed, id) })
 	if !whole && len(changed) > 0 {
@@ -55,39 +75,49 @@ func (m *mirror[T]) sync(v store.View) []T {
 		changed = slices.Compact(changed)
 		whole = len(changed) > v.Len(m.kind)/4
 	}
+	m.rev, m.read = v.Rev(), true
 	if whole {
 		// First read, a journal that does not reach back, or much of the
-		// table changed: copy it whole, sorted by id through (id, index)
-		// pairs rather than by moving the entries themselves (a node is
-		// a few hundred bytes).
-		list := make([]T, 0, v.Len(m.kind))
-		var ids []idAt
+		// table changed: copy it whole; apply sorts it by id through
+		// (id, index) pairs rather than by moving the entries themselves
+		// (a node is a few hundred bytes).
+		m.whole = make([]T, 0, v.Len(m.kind))
+		m.wholeAt = make([]idAt, 0, v.Len(m.kind))
 		v.Each(m.kind, func(_ string, e store.Entry) {
 			if o := e.Obj.(T); m.keep == nil || m.keep(&o) {
-				ids = append(ids, idAt{m.id(&o), len(list)})
-				list = append(list, o)
+				m.wholeAt = append(m.wholeAt, idAt{m.id(&o), len(m.whole)})
+				m.whole = append(m.whole, o)
 			}
 		})
-		slices.SortFunc(ids, func(a, b idAt) int { return strings.Compare(a.id, b.id) })
-		sorted := make([]T, len(list))
-		for k, x := range ids {
-			sorted[k] = list[x.at]
+		m.changes = nil
+		return
+	}
+	m.changes = m.changes[:0]
+	for _, id := range changed {
+		c := entryChange[T]{id: id}
+		if e, ok := v.Get(m.kind, id); ok {
+			c.obj = e.Obj.(T)
+			c.live = m.keep == nil || m.keep(&c.obj)
 		}
-		m.rev, m.list, m.read = v.Rev(), sorted, true
+		m.changes = append(m.changes, c)
+	}
+}
+
+// apply brings the copy to what the last collect took and returns it.
+func (m *mirror[T]) apply() []T {
+	if m.whole != nil {
+		slices.SortFunc(m.wholeAt, func(a, b idAt) int { return strings.Compare(a.id, b.id) })
+		sorted := make([]T, len(m.whole))
+		for k, x := range m.wholeAt {
+			sorted[k] = m.whole[x.at]
+		}
+		m.list, m.whole, m.wholeAt = sorted, nil, nil
 		return m.list
 	}
-	if len(changed) > 0 {
-		cs := make([]entryChange[T], len(changed))
-		for i, id := range changed {
-			cs[i].id = id
-			if e, ok := v.Get(m.kind, id); ok {
-				cs[i].obj = e.Obj.(T)
-				cs[i].live = m.keep == nil || m.keep(&cs[i].obj)
-			}
-		}
-		m.list = patch(m.list, cs, m.id)
+	if len(m.changes) > 0 {
+		m.list = patch(m.list, m.changes, m.id)
+		clear(m.changes) // hold no entry past its pass
 	}
-	m.rev = v.Rev()
 	return m.list
 }
 
@@ -95,23 +125,38 @@ func (m *mirror[T]) sync(v store.View) []T {
 // replaced entries in their slot, gone ones removed, new ones merged in
 // from the end (ids grow with time, so new ones land near the end and
 // the merge moves only the tail).
+//
+// Gone entries are cut out by the places the search found, one copy per
+// run between them, under the cache's read lock: a predicate over the
+// whole list (hashing 100k ids, copying each allocation into the call)
+// took 30-100 ms a pass once jobs finished at fleet scale, and every
+// submit waiting for its own write stood behind it.
 func patch[T any](list []T, cs []entryChange[T], id func(*T) string) []T {
-	byID := func(o T, want string) int { return strings.Compare(id(&o), want) }
-	gone := map[string]bool{}
+	var gone []int // ascending: cs and list are both in id order
 	var added []T
 	for _, c := range cs {
-		i, found := slices.BinarySearchFunc(list, c.id, byID)
+		i := sort.Search(len(list), func(i int) bool { return id(&list[i]) >= c.id })
+		found := i < len(list) && id(&list[i]) == c.id
 		switch {
 		case found && c.live:
 			list[i] = c.obj
 		case found:
-			gone[c.id] = true
+			gone = append(gone, i)
 		case c.live:
 			added = append(added, c.obj) // in id order, as cs is
 		}
 	}
 	if len(gone) > 0 {
-		list = slices.DeleteFunc(list, func(o T) bool { return gone[id(&o)] })
+		w := gone[0]
+		for k, g := range gone {
+			end := len(list)
+			if k+1 < len(gone) {
+				end = gone[k+1]
+			}
+			w += copy(list[w:], list[g+1:end])
+		}
+		clear(list[w:]) // drop what the tail still points to
+		list = list[:w]
 	}
 	if len(added) == 0 {
 		return list

@@ -225,3 +225,19 @@ func leaderStore(t *testing.T) (*store.Store, *store.Writer) {
 	t.Cleanup(func() { l.Resign(ctx) })
 	return st, l.Writer()
 }
+
+// BenchmarkPatchRemoves: the loop's copy of 100k allocations catching up
+// on one that ended, as a pass does each time a job finishes at fleet
+// scale. It runs under the cache's read lock.
+func BenchmarkPatchRemoves(b *testing.B) {
+	list := make([]model.Allocation, 100_000)
+	for i := range list {
+		list[i] = model.Allocation{ID: fmt.Sprintf("a-%07d", i), NodeID: fmt.Sprintf("n-%05d", i/8), OwnerID: fmt.Sprintf("j-%07d", i)}
+	}
+	for i := 0; b.Loop(); i++ {
+		k := 1000 + i%90_000
+		gone := list[k]
+		list = patch(list, []entryChange[model.Allocation]{{id: gone.ID}}, allocID)
+		list = patch(list, []entryChange[model.Allocation]{{id: gone.ID, obj: gone, live: true}}, allocID)
+	}
+}

@@ -57,9 +57,11 @@ func (c *Controller) read() *input {
 	s := &in.state
 	c.st.Cache().Read(func(v store.View) {
 		in.rev = v.Rev()
-		s.Nodes = c.nodes.sync(v)
-		s.Allocations = c.allocs.sync(v)
-		s.Jobs = c.liveJobs.sync(v)
+		// The copies take what changed under the lock and are patched
+		// after it (mirror).
+		c.nodes.collect(v)
+		c.allocs.collect(v)
+		c.liveJobs.collect(v)
 		v.Each(store.Deployments, func(_ string, e store.Entry) {
 			s.Deployments = append(s.Deployments, e.Obj.(model.Deployment))
 		})
@@ -77,6 +79,7 @@ func (c *Controller) read() *input {
 		readDoc(v, docCheckpoints, &recs)
 		s.StorageBandwidth = sched.MeasuredBandwidth(samplesOf(recs))
 	})
+	s.Nodes, s.Allocations, s.Jobs = c.nodes.apply(), c.allocs.apply(), c.liveJobs.apply()
 	slices.SortFunc(s.Deployments, func(a, b model.Deployment) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.Quotas, func(a, b model.Quota) int { return strings.Compare(a.Scope, b.Scope) })
 	for _, r := range in.relocations {
