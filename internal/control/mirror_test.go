@@ -228,7 +228,7 @@ func leaderStore(t *testing.T) (*store.Store, *store.Writer) {
 
 // BenchmarkPatchRemoves: the loop's copy of 100k allocations catching up
 // on one that ended, as a pass does each time a job finishes at fleet
-// scale. It runs under the cache's read lock.
+// scale.
 func BenchmarkPatchRemoves(b *testing.B) {
 	list := make([]model.Allocation, 100_000)
 	for i := range list {
