@@ -211,8 +211,10 @@ func modelAllowed(models []string, model string) bool {
 	return len(models) == 0 || slices.Contains(models, model)
 }
 
-// ShareFits reports whether the request fits the node as it is.
-func ShareFits(n ShareNode, r ShareRequest) bool {
+// ShareFits reports whether the request fits the node as it is. It takes
+// both by pointer: the packing experiment's baselines ask it of every
+// node for every pod, and the two structs are a hundred bytes each.
+func ShareFits(n *ShareNode, r *ShareRequest) bool {
 	if r.CPUMilli > n.CPUFree || r.MemoryMiB > n.MemFree {
 		return false
 	}
@@ -224,7 +226,7 @@ func ShareFits(n ShareNode, r ShareRequest) bool {
 	}
 	if r.Fraction() {
 		for g := range n.Free {
-			if n.holds(g, r) {
+			if n.holds(g, *r) {
 				return true
 			}
 		}

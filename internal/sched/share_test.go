@@ -1103,11 +1103,11 @@ func TestShareFits(t *testing.T) {
 		{"no GPU", ShareRequest{CPUMilli: 1000, Models: []string{"A100"}}, true},
 	}
 	for _, tt := range tests {
-		if got := ShareFits(n, tt.r); got != tt.want {
+		if got := ShareFits(&n, &tt.r); got != tt.want {
 			t.Errorf("%s: ShareFits = %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	if got := ShareFits(ShareNode{Free: []int{999, 500}}, ShareRequest{GPUs: 1, GPUMilli: 1000}); got {
+	if got := ShareFits(&ShareNode{Free: []int{999, 500}}, &ShareRequest{GPUs: 1, GPUMilli: 1000}); got {
 		t.Errorf("a whole GPU fits a node with none whole")
 	}
 }

@@ -271,7 +271,7 @@ func (ix *Index) placeShared(req *model.Request, pools Pools, opts placeOpts) (P
 				profilesFree += countProfile(n.MIGProfiles, sreq.Profile)
 			}
 		}
-		return ShareFits(n, sreq)
+		return ShareFits(&n, &sreq)
 	})
 	if best < 0 {
 		if members == 0 {

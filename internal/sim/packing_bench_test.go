@@ -17,3 +17,11 @@ func benchPacking(b *testing.B, policy string) {
 		}
 	}
 }
+
+// BenchmarkPackingBestFit and BenchmarkPackingRandom are the baselines,
+// which test every node for every pod: most of the experiment's wall
+// time once berth and FGD were memoised.
+func BenchmarkPackingBestFit(b *testing.B) { benchPacking(b, "best-fit") }
+
+// BenchmarkPackingRandom: see BenchmarkPackingBestFit.
+func BenchmarkPackingRandom(b *testing.B) { benchPacking(b, "random") }

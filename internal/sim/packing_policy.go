@@ -13,8 +13,9 @@ type randomPolicy struct{ ok *[]int }
 func (r randomPolicy) choose(s *packState, p PackPod) (int, []int) {
 	ok := (*r.ok)[:0]
 	defer func() { *r.ok = ok }()
+	req := shareRequest(p)
 	for n := range s.nodes {
-		if s.fits(n, p) {
+		if s.fitsReq(n, &req) {
 			ok = append(ok, n)
 		}
 	}
@@ -57,8 +58,9 @@ func (s *packState) gpusFor(n int, p PackPod) []int {
 // lowest rank.
 func (s *packState) pickMax(p PackPod, score func(n int) int) int {
 	best, bestScore := -1, math.MinInt
+	req := shareRequest(p)
 	for n := range s.nodes {
-		if !s.fits(n, p) {
+		if !s.fitsReq(n, &req) {
 			continue
 		}
 		sc := score(n)
@@ -86,8 +88,9 @@ func (b bestFitPolicy) choose(s *packState, p PackPod) (int, []int) {
 	}
 	raw := *b.raw
 	lo, hi := math.MaxInt, math.MinInt
+	req := shareRequest(p)
 	for n := range s.nodes {
-		if !s.fits(n, p) {
+		if !s.fitsReq(n, &req) {
 			raw[n] = unfit
 			continue
 		}

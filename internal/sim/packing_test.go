@@ -114,6 +114,11 @@ func TestPackingPoliciesRespectCapacity(t *testing.T) {
 			if s.cpuUsed[n] > nodes[n].CPUMilli || s.memUsed[n] > nodes[n].MemoryMiB {
 				t.Fatalf("%s: %s overcommitted", name, nodes[n].Name)
 			}
+			// The view the feasibility test reads is kept with each bind.
+			if v := s.view(n); v.CPUFree != nodes[n].CPUMilli-s.cpuUsed[n] || v.MemFree != nodes[n].MemoryMiB-s.memUsed[n] || len(v.Free) > 0 && &v.Free[0] != &s.free[n][0] {
+				t.Fatalf("%s: the view of %s is %d CPU, %d MiB free; the node has %d, %d", name, nodes[n].Name,
+					v.CPUFree, v.MemFree, nodes[n].CPUMilli-s.cpuUsed[n], nodes[n].MemoryMiB-s.memUsed[n])
+			}
 		}
 		got := RunPacking(nodes, list, pol, 42, 130)
 		if got.Placed != placed && name != "random" {
