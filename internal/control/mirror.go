@@ -31,7 +31,9 @@ type mirror[T any] struct {
 	rev  int64
 	list []T
 	read bool
-	// What collect took, for apply: changes, or a whole unsorted copy.
+	// What collect took, for apply: the revision, and the changes or a
+	// whole unsorted copy. rev and read move only with the list.
+	next    int64
 	changes []entryChange[T]
 	whole   []T
 	wholeAt []idAt
@@ -75,7 +77,7 @@ func (m *mirror[T]) collect(v store.View) {
 		changed = slices.Compact(changed)
 		whole = len(changed) > v.Len(m.kind)/4
 	}
-	m.rev, m.read = v.Rev(), true
+	m.next = v.Rev()
 	if whole {
 		// First read, a journal that does not reach back, or much of the
 		// table changed: copy it whole; apply sorts it by id through
@@ -92,6 +94,7 @@ func (m *mirror[T]) collect(v store.View) {
 		m.changes = nil
 		return
 	}
+	m.whole, m.wholeAt = nil, nil // a collect replaces what the last one took
 	m.changes = m.changes[:0]
 	for _, id := range changed {
 		c := entryChange[T]{id: id}
@@ -105,6 +108,7 @@ func (m *mirror[T]) collect(v store.View) {
 
 // apply brings the copy to what the last collect took and returns it.
 func (m *mirror[T]) apply() []T {
+	m.rev, m.read = m.next, true
 	if m.whole != nil {
 		slices.SortFunc(m.wholeAt, func(a, b idAt) int { return strings.Compare(a.id, b.id) })
 		sorted := make([]T, len(m.whole))

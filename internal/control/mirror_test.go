@@ -208,6 +208,73 @@ func TestRepeatedWritesPatchTheCopy(t *testing.T) {
 	})
 }
 
+// A collect whose apply never came (a read cut short) leaves the copy at
+// its old revision: the next collect takes everything since then, and
+// replaces a whole copy the first one took, so what apply returns is the
+// table. Deletes, updates and new entries, in both orders.
+func TestCollectWithoutApplyLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	st, w := leaderStore(t)
+	commit := func(fn func(*store.Txn)) {
+		t.Helper()
+		txn := w.Txn()
+		fn(txn)
+		rev, err := w.Commit(ctx, txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Cache().WaitRev(ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := func(id string, epoch uint64) model.Node {
+		return model.Node{ID: id, Pod: "p", Model: "H100", GPUs: 8, BootEpoch: epoch}
+	}
+	commit(func(txn *store.Txn) {
+		for i := 0; i < 20; i++ {
+			id := fmt.Sprintf("n%03d", i)
+			txn.Put(store.Nodes, id, node(id, 1))
+		}
+	})
+	nodes := newMirror(store.Nodes, nodeID, nil)
+	collect := func() { st.Cache().Read(func(v store.View) { nodes.collect(v) }) }
+	collect() // the first read takes the table whole; never applied
+	commit(func(txn *store.Txn) { txn.Put(store.Nodes, "n003", node("n003", 2)) })
+	collect() // one change, since nothing: the whole table again
+	commit(func(txn *store.Txn) {
+		txn.Delete(store.Nodes, "n007")
+		txn.Put(store.Nodes, "n020", node("n020", 1))
+	})
+	got := nodes.apply()
+	st.Cache().Read(func(v store.View) {
+		if v.Rev() == nodes.rev {
+			t.Fatal("the test's last write is in the copy before its collect")
+		}
+	})
+	if len(got) != 20 || got[3].ID != "n003" || got[3].BootEpoch != 2 {
+		t.Fatalf("after two collects and one apply: %d nodes, want 20 with n003 at epoch 2: %v", len(got), got)
+	}
+	// Now incremental: a collect not applied, then another.
+	collect()
+	commit(func(txn *store.Txn) { txn.Put(store.Nodes, "n010", node("n010", 3)) })
+	collect()
+	got = nodes.apply()
+	var want []string
+	st.Cache().Read(func(v store.View) {
+		v.Each(store.Nodes, func(id string, e store.Entry) {
+			want = append(want, fmt.Sprintf("%s@%d", id, e.Obj.(model.Node).BootEpoch))
+		})
+	})
+	slices.Sort(want)
+	var have []string
+	for _, n := range got {
+		have = append(have, fmt.Sprintf("%s@%d", n.ID, n.BootEpoch))
+	}
+	if !slices.Equal(have, want) {
+		t.Fatalf("copy %v, table %v", have, want)
+	}
+}
+
 // leaderStore opens a store on real etcd and leads it, for tests that
 // write tables themselves.
 func leaderStore(t *testing.T) (*store.Store, *store.Writer) {
