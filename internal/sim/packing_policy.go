@@ -94,7 +94,7 @@ func (b bestFitPolicy) choose(s *packState, p PackPod) (int, []int) {
 			raw[n] = unfit
 			continue
 		}
-		cpuLeft := float64(s.nodes[n].CPUMilli - s.cpuUsed[n] - p.CPUMilli)
+		cpuLeft := float64(s.views[n].CPUFree - p.CPUMilli)
 		var gpuLeft float64
 		for _, f := range s.free[n] {
 			gpuLeft += float64(f)

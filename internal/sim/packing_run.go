@@ -9,14 +9,12 @@ import (
 
 // packState is the cluster during one packing run.
 type packState struct {
-	nodes   []PackNode
-	cpuUsed []int64
-	memUsed []int64
-	free    [][]int // per node, per GPU: free milli
-	// views are the nodes as the share placer sees them, kept with
-	// each bind: the baselines test every node for every pod, and
-	// building a view and a request for each test was over a third of
-	// their time (BenchmarkPackingBestFit).
+	nodes []PackNode
+	free  [][]int // per node, per GPU: free milli
+	// views are the nodes as the share placer sees them (free CPU and
+	// memory, and free above), kept with each bind: the baselines test
+	// every node for every pod, and building a view and a request for
+	// each test was over a third of their time (BenchmarkPackingBestFit).
 	views []sched.ShareNode
 	rank  []int // the seed's tie-break order: lower wins
 	r     *rand.Rand
@@ -36,7 +34,7 @@ type packType struct {
 }
 
 func newPackState(nodes []PackNode, seed int64) *packState {
-	s := &packState{nodes: nodes, cpuUsed: make([]int64, len(nodes)), memUsed: make([]int64, len(nodes)),
+	s := &packState{nodes: nodes,
 		free: make([][]int, len(nodes)), views: make([]sched.ShareNode, len(nodes)), rank: make([]int, len(nodes)), r: rand.New(rand.NewSource(seed ^ 0x5eed)),
 		version: make([]int, len(nodes)), types: map[packType]int{}, freeByModel: map[string]int64{}}
 	for i, n := range nodes {
@@ -106,8 +104,6 @@ func (s *packState) typeOf(p PackPod) int {
 
 func (s *packState) bind(n int, p PackPod, gpus []int) {
 	s.version[n]++
-	s.cpuUsed[n] += p.CPUMilli
-	s.memUsed[n] += p.MemoryMiB
 	s.views[n].CPUFree -= p.CPUMilli
 	s.views[n].MemFree -= p.MemoryMiB
 	for _, g := range gpus {

@@ -93,6 +93,7 @@ func TestPackingPoliciesRespectCapacity(t *testing.T) {
 		}
 		s := newPackState(nodes, 42)
 		placed := 0
+		cpuUsed, memUsed := make([]int64, len(nodes)), make([]int64, len(nodes)) // the test's own tally
 		for _, p := range list {
 			n, gpus := pol.choose(s, p)
 			if n < 0 {
@@ -111,13 +112,15 @@ func TestPackingPoliciesRespectCapacity(t *testing.T) {
 			}
 			s.bind(n, p, gpus)
 			placed++
-			if s.cpuUsed[n] > nodes[n].CPUMilli || s.memUsed[n] > nodes[n].MemoryMiB {
+			cpuUsed[n] += p.CPUMilli
+			memUsed[n] += p.MemoryMiB
+			if cpuUsed[n] > nodes[n].CPUMilli || memUsed[n] > nodes[n].MemoryMiB {
 				t.Fatalf("%s: %s overcommitted", name, nodes[n].Name)
 			}
 			// The view the feasibility test reads is kept with each bind.
-			if v := s.view(n); v.CPUFree != nodes[n].CPUMilli-s.cpuUsed[n] || v.MemFree != nodes[n].MemoryMiB-s.memUsed[n] || len(v.Free) > 0 && &v.Free[0] != &s.free[n][0] {
+			if v := s.view(n); v.CPUFree != nodes[n].CPUMilli-cpuUsed[n] || v.MemFree != nodes[n].MemoryMiB-memUsed[n] || len(v.Free) > 0 && &v.Free[0] != &s.free[n][0] {
 				t.Fatalf("%s: the view of %s is %d CPU, %d MiB free; the node has %d, %d", name, nodes[n].Name,
-					v.CPUFree, v.MemFree, nodes[n].CPUMilli-s.cpuUsed[n], nodes[n].MemoryMiB-s.memUsed[n])
+					v.CPUFree, v.MemFree, nodes[n].CPUMilli-cpuUsed[n], nodes[n].MemoryMiB-memUsed[n])
 			}
 		}
 		got := RunPacking(nodes, list, pol, 42, 130)
@@ -202,6 +205,7 @@ func TestBerthUsesTheProductScorer(t *testing.T) {
 				t.Fatalf("Scarce() = %v on the %s pods", product.Scarce(), name)
 			}
 			s := newPackState(nodes, 42)
+			cpuUsed, memUsed := make([]int64, len(nodes)), make([]int64, len(nodes)) // the test's own tally
 			for _, p := range pods[:50] {
 				free := map[string]int64{}
 				for n, nd := range nodes {
@@ -215,7 +219,7 @@ func TestBerthUsesTheProductScorer(t *testing.T) {
 					}
 					got, gg := b.score(s, n, p)
 					nd := nodes[n]
-					want, wg := product.Score(sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - s.cpuUsed[n], MemFree: nd.MemoryMiB - s.memUsed[n], Free: s.free[n]},
+					want, wg := product.Score(sched.ShareNode{Model: nd.Model, CPUFree: nd.CPUMilli - cpuUsed[n], MemFree: nd.MemoryMiB - memUsed[n], Free: s.free[n]},
 						shareRequest(p))
 					if got != want || gg != wg {
 						t.Fatalf("%s on %s: harness %v/%d, product %v/%d", p.Name, nd.Name, got, gg, want, wg)
@@ -226,6 +230,8 @@ func TestBerthUsesTheProductScorer(t *testing.T) {
 				}
 				if n, g := (&cached{sc: b}).choose(s, p); n >= 0 {
 					s.bind(n, p, g)
+					cpuUsed[n] += p.CPUMilli
+					memUsed[n] += p.MemoryMiB
 				}
 			}
 		})
