@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -75,11 +76,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			endpoints = append(endpoints, u.String())
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: cfg.DialTimeout,
-		Logger: zap.NewNop(), MaxCallSendMsgSize: maxRequestBytes, MaxCallRecvMsgSize: 256 << 20})
-	if err != nil {
-		s.closeEtcd()
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+	var cli *clientv3.Client
+	if s.etcd != nil {
+		// In process: no socket, no gRPC encoding (see the package doc).
+		// The member still serves its client URL, for tools.
+		cli = v3client.New(s.etcd.Server)
+	} else {
+		var err error
+		cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: cfg.DialTimeout,
+			Logger: zap.NewNop(), MaxCallSendMsgSize: maxRequestBytes, MaxCallRecvMsgSize: 256 << 20})
+		if err != nil {
+			return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+		}
 	}
 	s.cli = cli
 	s.cache = newCache()
@@ -187,6 +195,11 @@ func (s *Store) Close() error {
 	s.cancel()
 	<-s.done
 	err := s.cli.Close()
+	if s.etcd != nil && errors.Is(err, context.Canceled) {
+		// The in-process client has no connection to close: Close
+		// reports its own context, which it has just cancelled.
+		err = nil
+	}
 	s.closeEtcd()
 	return err
 }
