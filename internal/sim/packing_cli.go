@@ -75,7 +75,7 @@ func packingPolicy(name string, pods []PackPod) (packPolicy, error) {
 	case "best-fit":
 		return newBestFit(), nil
 	case "fgd":
-		return &cached{sc: fgdScorer{fgdMix(pods)}}, nil
+		return &cached{sc: newFGDScorer(pods)}, nil
 	case "berth":
 		return &cached{sc: newBerthScorer(pods)}, nil
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 
 	"github.com/berthsched/berth/internal/sched"
 )
@@ -22,38 +23,61 @@ func fgdMix(pods []PackPod) sched.ShareMix {
 }
 
 // fgdScorer is FGD: ⌊100·sigmoid((F_before − F_after)/1000)⌋; a fraction
-// tries every GPU and keeps the best.
-type fgdScorer struct{ mix sched.ShareMix }
+// tries every GPU and keeps the best (the first, by index, of the best).
+type fgdScorer struct {
+	mix sched.ShareMix
+	// before caches each node's fragmentation while its version stands
+	// (as berthScorer does): a node's score is recomputed for each pod
+	// type after it changes, and F_before is the same for all of them.
+	state  *packState
+	ver    []int
+	before []float64
+}
+
+func newFGDScorer(pods []PackPod) *fgdScorer { return &fgdScorer{mix: fgdMix(pods)} }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-func (pol fgdScorer) score(s *packState, n int, p PackPod) (float64, int) {
+func (pol *fgdScorer) score(s *packState, n int, p PackPod) (float64, int) {
 	node := s.view(n)
-	before := pol.mix.Fragmentation(node)
+	if pol.state != s {
+		pol.state, pol.ver, pol.before = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
+	}
+	if pol.ver[n] != s.version[n]+1 {
+		pol.ver[n], pol.before[n] = s.version[n]+1, pol.mix.Fragmentation(node)
+	}
+	before := pol.before[n]
+	var buf [64]int // a node has at most 64 GPUs: no allocation per score
 	after := node
 	after.CPUFree -= p.CPUMilli
-	after.Free = make([]int, len(node.Free))
-	try := func(gpus []int) int {
-		copy(after.Free, node.Free)
-		for _, g := range gpus {
-			if p.Sharing() {
-				after.Free[g] -= p.GPUMilli
-			} else {
-				after.Free[g] = 0
-			}
-		}
+	after.Free = buf[:len(node.Free)]
+	score := func() int {
 		d := before - pol.mix.Fragmentation(after)
 		return int(math.Floor(100 * sigmoid(d/1000)))
 	}
 	if !p.Sharing() {
-		return float64(try(s.gpusFor(n, p))), -1
+		copy(after.Free, node.Free)
+		for _, g := range s.gpusFor(n, p) {
+			after.Free[g] = 0
+		}
+		return float64(score()), -1
 	}
+	// F_after depends on the free values, not on which GPU has them: each
+	// value is tried once, on its first GPU, which is the one FGD's own
+	// loop over every GPU keeps when it scores best.
+	var tried [64]int
+	ntried := 0
 	bestSc, bestG := math.MinInt, -1
-	for g, f := range s.free[n] {
-		if f >= p.GPUMilli {
-			if sc := try([]int{g}); sc > bestSc {
-				bestSc, bestG = sc, g
-			}
+	for g, f := range node.Free {
+		if f < p.GPUMilli || slices.Contains(tried[:ntried], f) {
+			continue
+		}
+		tried[ntried] = f
+		ntried++
+		copy(after.Free, node.Free)
+		after.Free[g] -= p.GPUMilli
+		if sc := score(); sc > bestSc {
+			bestSc, bestG = sc, g
 		}
 	}
 	return float64(bestSc), bestG

@@ -261,3 +261,66 @@ func TestPackingExperimentRunsAreIndependent(t *testing.T) {
 		}
 	}
 }
+
+// TestFGDScoreAsDefined: FGD's score with its per-node cache and one
+// trial per free value equals the definition, computed afresh at every
+// step: F_before of the node as it is now, and for a fraction every GPU
+// tried, the first best kept. The pods are placed as FGD places them, so
+// the nodes change under the cache as in the experiment.
+func TestFGDScoreAsDefined(t *testing.T) {
+	nodes, pods := loadExcerpt(t)
+	list := PackingWorkload(pods, nodes, 1.3, 7)
+	fgd := newFGDScorer(pods)
+	pol := &cached{sc: fgd}
+	s := newPackState(nodes, 7)
+	definition := func(n int, p PackPod) (int, int) {
+		node := s.view(n)
+		before := fgd.mix.Fragmentation(node)
+		try := func(gpus []int) int {
+			after := node
+			after.CPUFree -= p.CPUMilli
+			after.Free = slices.Clone(node.Free)
+			for _, g := range gpus {
+				if p.Sharing() {
+					after.Free[g] -= p.GPUMilli
+				} else {
+					after.Free[g] = 0
+				}
+			}
+			return int(math.Floor(100 * sigmoid((before-fgd.mix.Fragmentation(after))/1000)))
+		}
+		if !p.Sharing() {
+			return try(s.gpusFor(n, p)), -1
+		}
+		best, bestG := math.MinInt, -1
+		for g, f := range node.Free {
+			if f >= p.GPUMilli {
+				if sc := try([]int{g}); sc > best {
+					best, bestG = sc, g
+				}
+			}
+		}
+		return best, bestG
+	}
+	checked := 0
+	for i, p := range list {
+		for n := range nodes {
+			if !s.fits(n, p) {
+				continue
+			}
+			got, gotG := fgd.score(s, n, p)
+			want, wantG := definition(n, p)
+			if got != float64(want) || gotG != wantG {
+				t.Fatalf("pod %d (%s) on %s: score %v on GPU %d, the definition gives %d on GPU %d",
+					i, p.Name, nodes[n].Name, got, gotG, want, wantG)
+			}
+			checked++
+		}
+		if n, gpus := pol.choose(s, p); n >= 0 {
+			s.bind(n, p, gpus)
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d scores checked", checked)
+	}
+}
