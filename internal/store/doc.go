@@ -16,7 +16,7 @@
 // clientv3 API, calling the member's request handlers directly instead of
 // over gRPC on a loopback socket. Through the socket, every submit,
 // heartbeat write and watch event was encoded, written, read and decoded
-// twice; at 200 submits a second beside 100k jobs that was about a third
+// twice; at 200 submits a second beside 100k jobs that was over a quarter
 // of the server's CPU (BENCHMARKS.md, "Round fifteen"). Given endpoints,
 // the store talks to an external cluster through the gRPC client.
 //
