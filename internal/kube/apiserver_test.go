@@ -78,7 +78,7 @@ func startCluster(dir string) (*cluster, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin,
-		"--etcd-servers="+strings.Join(st.Client().Endpoints(), ","),
+		"--etcd-servers="+strings.Join(st.Endpoints(), ","),
 		"--etcd-prefix=/kube",
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port), "--cert-dir="+filepath.Join(dir, "certs"),

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,13 +45,14 @@ type Config struct {
 
 // Store is a connection to the table plus its watched in-memory copy.
 type Store struct {
-	cli    *clientv3.Client
-	etcd   *embed.Etcd
-	prefix string
-	log    *slog.Logger
-	cache  *Cache
-	cancel context.CancelFunc
-	done   chan struct{}
+	cli       *clientv3.Client
+	endpoints []string // etcd's client URLs, for other programs
+	etcd      *embed.Etcd
+	prefix    string
+	log       *slog.Logger
+	cache     *Cache
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 // Open connects to (or starts) etcd, loads the table and starts watching it.
@@ -89,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
 		}
 	}
-	s.cli = cli
+	s.cli, s.endpoints = cli, endpoints
 	s.cache = newCache()
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan struct{})
@@ -186,6 +188,11 @@ func freeURL() (string, error) {
 // Client is the etcd client, for tests and for tools that need the raw
 // table.
 func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Endpoints are etcd's client URLs: the embedded member's, or the
+// external cluster's. This server's own client needs none (it reaches
+// the embedded member in process); other programs do.
+func (s *Store) Endpoints() []string { return slices.Clone(s.endpoints) }
 
 // Cache is the watched in-memory copy of the table.
 func (s *Store) Cache() *Cache { return s.cache }
