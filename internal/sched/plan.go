@@ -167,6 +167,7 @@ type planner struct {
 	// with its noFit and noRoom; shapeIdx finds one.
 	shapes    []passShape
 	shapeIdx  map[shapeID]int32
+	lastShape int32           // the shape internShape found last
 	queueBufs *queueBufs      // queue's buffers until putQueue
 	noHold    map[shapeID]int // index change count at which holding found nothing
 	// hopeless and hopeful bound, per shape, the preempting power at which
@@ -310,13 +311,25 @@ type shapeID struct {
 	worker      int // parts in multiples of it
 	replica     int
 	cpu, mem    int64
-	models      string
+	model       string // the one acceptable GPU model, when there is one
+	models      string // two or more, as modelsKey
 	profile     string // a MIG profile: a 1g.10gb and a 1g.20gb are both 142 milli
 }
 
 func shapeKey(r *model.Request) shapeID {
-	return shapeID{topo: r.Topology, kind: r.Kind, gpus: r.GPUs, milli: r.GPUMilli, worker: r.Worker, replica: r.Replica,
-		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible, profile: r.MIGProfile, models: modelsKey(r.Models)}
+	k := shapeID{topo: r.Topology, kind: r.Kind, gpus: r.GPUs, milli: r.GPUMilli, worker: r.Worker, replica: r.Replica,
+		cpu: r.CPUMilli, mem: r.MemoryMiB, preemptible: r.Preemptible, profile: r.MIGProfile}
+	// One model is its own key, in a field of its own (no list's key can
+	// equal it): the pass keys every pending job, and building the
+	// string was an allocation a job a pass. An empty name (admission
+	// refuses it) would read as no list: it keeps the list's key.
+	switch {
+	case len(r.Models) == 1 && r.Models[0] != "":
+		k.model = r.Models[0]
+	case len(r.Models) > 0:
+		k.models = modelsKey(r.Models)
+	}
+	return k
 }
 
 // modelsKey is a list of GPU model names as one string, each name with

@@ -56,6 +56,21 @@ func BenchmarkPlanPending(b *testing.B) {
 	}
 }
 
+// BenchmarkPlanPendingModel is BenchmarkPlanPending at 100k with every
+// pending job naming its GPU model, as jobs submitted with gpu_model do
+// (berth loadgen's among them).
+func BenchmarkPlanPendingModel(b *testing.B) {
+	s := busyState(12500, 2, 100000, false)
+	for _, j := range s.Jobs {
+		if j.State == model.JobPending {
+			j.Shape.Models = []string{"H100"}
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		_ = Plan(s, benchNow)
+	}
+}
+
 // BenchmarkPlanBinding is a pass of a fleet coming up beside its queue:
 // 12,500 empty 8-GPU nodes and 100k pending 1-GPU jobs. Uncapped, the
 // pass places 100k jobs; the control loop writes max_binds_per_pass

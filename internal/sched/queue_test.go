@@ -72,6 +72,21 @@ func TestShapeKeyKeepsModelListsApart(t *testing.T) {
 	if shapeKey(&one) != shapeKey(&same) {
 		t.Fatal("equal model lists have different keys")
 	}
+	// One name is its own key: no name may pass for a list.
+	for _, list := range [][]string{{"a", "b"}, {"b", "a"}, {"a", "a"}} {
+		listed := one
+		listed.Models = list
+		named := one
+		named.Models = []string{modelsKey(list)}
+		if shapeKey(&listed) == shapeKey(&named) {
+			t.Errorf("the list %q and the one name %q share a shape key", list, named.Models[0])
+		}
+	}
+	var none, empty model.Request
+	empty.Models = []string{""}
+	if shapeKey(&none) == shapeKey(&empty) {
+		t.Error("no model list and a list of one empty name share a shape key")
+	}
 }
 
 // A second pass reuses the first pass's queue buffers: what it decides

@@ -38,12 +38,18 @@ type passShape struct {
 // internShape returns r's shape's index in p.shapes.
 func (p *planner) internShape(r *model.Request) int32 {
 	k := shapeKey(r)
-	if i, ok := p.shapeIdx[k]; ok {
-		return i
+	// Jobs next to each other in the table (submitted together: a sweep,
+	// an array job) mostly share a shape: no map lookup for those.
+	if l := p.lastShape; l < int32(len(p.shapes)) && p.shapes[l].key == k {
+		return l
 	}
-	i := int32(len(p.shapes))
-	p.shapes = append(p.shapes, passShape{key: k, req: *r})
-	p.shapeIdx[k] = i
+	i, ok := p.shapeIdx[k]
+	if !ok {
+		i = int32(len(p.shapes))
+		p.shapes = append(p.shapes, passShape{key: k, req: *r})
+		p.shapeIdx[k] = i
+	}
+	p.lastShape = i
 	return i
 }
 
