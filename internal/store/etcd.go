@@ -82,6 +82,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if s.etcd != nil {
 		// In process: no socket, no gRPC encoding (see the package doc).
 		// The member still serves its client URL, for tools.
+		// clientv3.WithRequireLeader rides in gRPC metadata and does not
+		// reach the member this way: a member cut off from its raft
+		// leader keeps this server's watches open instead of ending
+		// them. Leadership still ends with the lease (keepalives fail,
+		// the session expires), writes are fenced as ever, and the
+		// watchdog restarts a watch that falls behind a committed write.
 		cli = v3client.New(s.etcd.Server)
 	} else {
 		var err error
