@@ -6,10 +6,7 @@ import "github.com/berthsched/berth/internal/sched"
 // sharing pools (sched.SharePlacer), against the demand mix of the trace.
 type berthScorer struct {
 	placer *sched.SharePlacer
-	// before caches each node's fragmentation while its version stands.
-	state  *packState
-	ver    []int
-	before []float64
+	before perNode // each node's cost before the placement
 }
 
 func newBerthScorer(pods []PackPod) *berthScorer {
@@ -26,13 +23,8 @@ func shareRequest(p PackPod) sched.ShareRequest {
 
 func (b *berthScorer) score(s *packState, n int, p PackPod) (float64, int) {
 	node := s.view(n)
-	if b.state != s {
-		b.state, b.ver, b.before = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
-	}
-	if b.ver[n] != s.version[n]+1 {
-		b.ver[n], b.before[n] = s.version[n]+1, b.placer.Cost(node)
-	}
-	return b.placer.ScoreFrom(node, shareRequest(p), b.before[n])
+	before := b.before.get(s, n, func() float64 { return b.placer.Cost(node) })
+	return b.placer.ScoreFrom(node, shareRequest(p), before)
 }
 
 // fleet is the product's reserve for scarce GPU models

@@ -25,13 +25,8 @@ func fgdMix(pods []PackPod) sched.ShareMix {
 // fgdScorer is FGD: ⌊100·sigmoid((F_before − F_after)/1000)⌋; a fraction
 // tries every GPU and keeps the best (the first, by index, of the best).
 type fgdScorer struct {
-	mix sched.ShareMix
-	// before caches each node's fragmentation while its version stands
-	// (as berthScorer does): a node's score is recomputed for each pod
-	// type after it changes, and F_before is the same for all of them.
-	state  *packState
-	ver    []int
-	before []float64
+	mix    sched.ShareMix
+	before perNode // each node's F_before, as berthScorer keeps its cost
 }
 
 func newFGDScorer(pods []PackPod) *fgdScorer { return &fgdScorer{mix: fgdMix(pods)} }
@@ -40,13 +35,7 @@ func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 func (pol *fgdScorer) score(s *packState, n int, p PackPod) (float64, int) {
 	node := s.view(n)
-	if pol.state != s {
-		pol.state, pol.ver, pol.before = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
-	}
-	if pol.ver[n] != s.version[n]+1 {
-		pol.ver[n], pol.before[n] = s.version[n]+1, pol.mix.Fragmentation(node)
-	}
-	before := pol.before[n]
+	before := pol.before.get(s, n, func() float64 { return pol.mix.Fragmentation(node) })
 	var buf [64]int // a node has at most 64 GPUs: no allocation per score
 	after := node
 	after.CPUFree -= p.CPUMilli

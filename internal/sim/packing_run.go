@@ -219,3 +219,23 @@ func (c *cached) choose(s *packState, p PackPod) (int, []int) {
 	}
 	return best, s.gpusFor(best, p)
 }
+
+// perNode keeps one figure per node of a run while the node stands (its
+// version unchanged): a scorer's cost of the node before a placement,
+// the same for every pod type that rescores the node after it changed.
+type perNode struct {
+	state *packState
+	ver   []int // node version + 1; 0: never computed
+	val   []float64
+}
+
+// get is node n's figure, computed by f when the node changed since.
+func (c *perNode) get(s *packState, n int, f func() float64) float64 {
+	if c.state != s {
+		c.state, c.ver, c.val = s, make([]int, len(s.nodes)), make([]float64, len(s.nodes))
+	}
+	if c.ver[n] != s.version[n]+1 {
+		c.ver[n], c.val[n] = s.version[n]+1, f()
+	}
+	return c.val[n]
+}
