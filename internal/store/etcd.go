@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -116,7 +117,27 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // binds thousands of jobs is one atomic write.
 const maxRequestBytes = 64 << 20
 
+// startEmbedded starts the member. A port this process picked itself
+// (no client or peer URL configured) can be taken by another process
+// between the pick and etcd's bind: the start is then tried again on
+// fresh ports, a few times, where it used to fail the server (and, with
+// tests starting servers side by side, a CI run).
 func startEmbedded(cfg Config) (*embed.Etcd, error) {
+	for attempt := 1; ; attempt++ {
+		e, err := startEmbeddedOnce(cfg)
+		picked := cfg.ClientURL == "" || cfg.PeerURL == ""
+		if err == nil || !picked || attempt == 5 || !addrInUse(err) {
+			return e, err
+		}
+		cfg.Logger.Warn("embedded etcd: a picked port was taken before etcd bound it; picking again", "err", err)
+	}
+}
+
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+func startEmbeddedOnce(cfg Config) (*embed.Etcd, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("store: data dir: required for the embedded etcd")
 	}
@@ -138,12 +159,12 @@ func startEmbedded(cfg Config) (*embed.Etcd, error) {
 	clientURL, peerURL := cfg.ClientURL, cfg.PeerURL
 	var err error
 	if clientURL == "" {
-		if clientURL, err = freeURL(); err != nil {
+		if clientURL, err = pickURL(); err != nil {
 			return nil, err
 		}
 	}
 	if peerURL == "" {
-		if peerURL, err = freeURL(); err != nil {
+		if peerURL, err = pickURL(); err != nil {
 			return nil, err
 		}
 	}
@@ -180,8 +201,12 @@ func startEmbedded(cfg Config) (*embed.Etcd, error) {
 	}
 }
 
+// pickURL picks the member's ports; tests replace it to make a pick lose
+// the race for its port.
+var pickURL = freeURL
+
 // freeURL picks a free loopback port. Another process may take it before
-// etcd binds; that fails the start loudly rather than silently.
+// etcd binds (startEmbedded then picks again).
 func freeURL() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

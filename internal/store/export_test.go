@@ -17,3 +17,14 @@ func DropWatch(drop func() bool, d time.Duration) func() {
 	watchDrop, stallAfter = drop, d
 	return func() { watchDrop, stallAfter = nil, old }
 }
+
+// PickURLs makes the embedded member's port picks come from pick; it
+// returns the undo.
+func PickURLs(pick func() (string, error)) func() {
+	old := pickURL
+	pickURL = pick
+	return func() { pickURL = old }
+}
+
+// FreeURL is the picker PickURLs replaces.
+var FreeURL = freeURL

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -228,5 +229,32 @@ func TestLoadInPages(t *testing.T) {
 	}
 	if _, ok := store.Get[model.Node](s.Cache(), store.Nodes, "n1"); !ok {
 		t.Fatal("after restart: node n1 missing (the last page)")
+	}
+}
+
+// A port the store picked for its member and another process took before
+// etcd bound it: the start picks again instead of failing the server.
+func TestPickedPortTakenIsPickedAgain(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	lost := "http://" + taken.Addr().String()
+	picks := 0
+	defer store.PickURLs(func() (string, error) {
+		picks++
+		if picks == 1 {
+			return lost, nil // the client port, taken before the bind
+		}
+		return store.FreeURL()
+	})()
+	s := open(t, t.TempDir())
+	defer s.Close()
+	if eps := s.Endpoints(); len(eps) != 1 || eps[0] == lost {
+		t.Fatalf("endpoints %v: want one, not the taken %s", eps, lost)
+	}
+	if picks < 4 {
+		t.Fatalf("%d picks: want the two of the failed start and two more", picks)
 	}
 }
