@@ -29,7 +29,8 @@ type Config struct {
 	// default 1 s. A pass longer than a quarter tick stretches it to four
 	// passes (idleWait).
 	Tick time.Duration
-	// MaxBindsPerPass caps the allocations one pass writes; default 1000.
+	// MaxBindsPerPass caps the allocations one pass writes; default
+	// DefaultMaxBindsPerPass.
 	// Binds past it, in the decision's order (inference, then training by
 	// rank, then growth), wait for the next pass, which places them again
 	// on the table the first ones left. A fleet of 12,500 nodes coming up
@@ -87,6 +88,16 @@ func (c Config) CheckRetention() error {
 	return nil
 }
 
+// DefaultMaxBindsPerPass is the default cap on what one pass writes. A
+// decision waits for the pass in flight and then a pass of its own, so
+// while a fleet binds a backlog the heartbeat-to-decision lag is about
+// two binding passes. At 1,000 binds (2,000 writes) those took 200-300
+// ms on a 2-core machine and 500-900 ms when the API's backlog and a
+// collection ran beside them, and the lag's p99 was 1.0-1.2 s; at 500 it
+// was under 0.65 s, binding the 100k backlog as fast (BENCHMARKS.md,
+// "Round eighteen").
+const DefaultMaxBindsPerPass = 500
+
 func (c Config) withDefaults() Config {
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 5 * time.Second
@@ -119,7 +130,7 @@ func (c Config) withDefaults() Config {
 		c.Tick = time.Second
 	}
 	if c.MaxBindsPerPass <= 0 {
-		c.MaxBindsPerPass = 1000
+		c.MaxBindsPerPass = DefaultMaxBindsPerPass
 	}
 	if c.StopGrace == 0 {
 		c.StopGrace = 30 * time.Second

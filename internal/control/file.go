@@ -79,7 +79,7 @@ func LoadFile(path string, cfg *Config) error {
 		}
 	}
 	if c.MaxBindsPerPass < 0 {
-		return fmt.Errorf("%s: control.max_binds_per_pass: %d: expected a positive number of allocations (0 or unset: 1000)", path, c.MaxBindsPerPass)
+		return fmt.Errorf("%s: control.max_binds_per_pass: %d: expected a positive number of allocations (0 or unset: %d)", path, c.MaxBindsPerPass, DefaultMaxBindsPerPass)
 	}
 	if c.MassLossFraction < 0 || c.MassLossFraction > 1 {
 		return fmt.Errorf("%s: control.mass_loss_fraction: %g: expected a fraction between 0 and 1", path, c.MassLossFraction)
