@@ -6,11 +6,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/berthsched/berth/internal/control"
 	"github.com/berthsched/berth/internal/server"
 	"github.com/spf13/cobra"
@@ -76,12 +76,7 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 				return errors.New("--" + strings.Replace(err.Error(), "_", "-", 2))
 			}
 			cfg.MinFreeDisk = minFreeMiB << 20
-			if memoryLimit > 0 {
-				// The Go runtime's soft limit (GOMEMLIMIT): the collector
-				// runs harder as the heap nears it, instead of letting it
-				// grow to twice the live table between collections.
-				debug.SetMemoryLimit(memoryLimit)
-			}
+			setMemoryLimit(cmd.Flags().Changed("memory-limit"), memoryLimit, memlimit.FromCgroup, cfg.Logger)
 			out := cmd.OutOrStdout()
 			tokenFile := filepath.Join(cfg.DataDir, "admin.token")
 			cfg.Bootstrap = func(secret string) {
@@ -122,6 +117,6 @@ start it prints an admin token and saves it to <data-dir>/admin.token.`,
 	f.DurationVar(&jobRetention, "job-retention", 24*time.Hour, "how long a finished job stays in the table before it is compacted to its usage record")
 	f.DurationVar(&historyEvery, "history-every", 30*time.Second, "how often the leader samples the fleet for the dashboard's plots (kept 6 h)")
 	f.BoolVar(&logJSON, "log-json", false, "log (and audit) as JSON")
-	f.Var(bytesFlag{&memoryLimit}, "memory-limit", "soft limit on the server's memory (3.5GiB, 4GB): the collector works harder near it; 0 leaves the Go default (or $GOMEMLIMIT)")
+	f.Var(bytesFlag{&memoryLimit}, "memory-limit", "soft limit on the server's memory (3.5GiB, 4GB): the collector works harder near it; default: 90% of the container's (cgroup's) memory limit, or $GOMEMLIMIT; 0: none")
 	return cmd
 }
