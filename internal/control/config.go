@@ -93,8 +93,9 @@ func (c Config) CheckRetention() error {
 // while a fleet binds a backlog the heartbeat-to-decision lag is about
 // two binding passes. At 1,000 binds (2,000 writes) those took 200-300
 // ms on a 2-core machine and 500-900 ms when the API's backlog and a
-// collection ran beside them, and the lag's p99 was 0.94-1.17 s; at 500
-// it was 0.50-0.82 s, binding the 100k backlog as fast (BENCHMARKS.md,
+// collection ran beside them, and the lag's p99 over all probes was
+// 943 ms (0.94-1.17 s a run); at 500, 550 ms (0.50-1.25 s a run, five of
+// six under 1 s), binding the 100k backlog as fast (BENCHMARKS.md,
 // "Round eighteen").
 const DefaultMaxBindsPerPass = 500
 
