@@ -358,15 +358,15 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 					if len(e.Sizes) > 0 {
 						sizes = fmt.Sprint(e.Sizes)
 					}
-					fmt.Fprintf(tw, "elastic\t%d to %d GPUs (%s); runs at %d now, resized %d times\n", e.MinGPUs, e.MaxGPUs, sizes, j.Size, j.ResizeCount)
-					for _, r := range j.Resizes {
+					fmt.Fprintf(tw, "elastic\t%d to %d GPUs (%s); runs at %d now, resized %d times\n", e.MinGPUs, e.MaxGPUs, sizes, j.Size, j.Resizing().ResizeCount)
+					for _, r := range j.Resizing().Resizes {
 						fmt.Fprintf(tw, "  resize %s\t%d to %d GPUs: %s\n", r.At.Local().Format("15:04:05"), r.From, r.To, api.Escape(r.Why))
 					}
 				}
 				fmt.Fprintf(tw, "state\t%s (submitted %s ago)\n", j.State, age(j.SubmittedAt))
 				if j.Compacted {
 					fmt.Fprintf(tw, "compacted\tfinished %s ago, past the server's job retention: read from its usage record (%.1f GPU-hours, waited %s)\n",
-						age(j.FinishedAt), j.GPUSeconds/3600, time.Duration(j.WaitSeconds*float64(time.Second)).Round(time.Second))
+						age(j.FinishedAt), j.Run().GPUSeconds/3600, time.Duration(j.Run().WaitSeconds*float64(time.Second)).Round(time.Second))
 				}
 				fmt.Fprintf(tw, "priority\t%d, preemptible %v, preempted %d times\n", j.Priority, j.Preemptible, j.PreemptCount)
 				if j.EffectivePrio != nil {
@@ -389,8 +389,8 @@ func newJobShowCmd(conn *connFlags) *cobra.Command {
 					}
 					fmt.Fprintf(tw, "allocation\t%s on %s GPUs %s%s\n", a.ID, a.NodeID, a.GPUs, stop)
 				}
-				if j.Restore != "" {
-					fmt.Fprintf(tw, "restores from\t%s\n", j.Restore)
+				if r := j.Run().Restore; r != "" {
+					fmt.Fprintf(tw, "restores from\t%s\n", r)
 				}
 				for _, e := range j.History {
 					fmt.Fprintf(tw, "  %s\t%s %s\n", e.At.Local().Format("15:04:05"), e.Event, e.Detail)

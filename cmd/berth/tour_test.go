@@ -184,7 +184,7 @@ func TestTourAsWritten(t *testing.T) {
 				for _, j := range l.Jobs {
 					if j.PreemptCount > 0 {
 						full, err := c.Job(ctx, j.ID)
-						if err == nil && full.Restore != "" {
+						if err == nil && full.Run().Restore != "" {
 							preempted = j.Name
 						}
 					}

@@ -323,8 +323,8 @@ func TestContainerJobRequeuesFromItsCheckpoint(t *testing.T) {
 	urgent := f.submit(api.JobRequest{Name: "urgent", GPUs: 8, Priority: 1000}, "train", "-steps", "1000000", "-step-time", "50ms")
 	eventually(t, "the boxed job requeued from its checkpoint", func() error {
 		j := f.job(acc.JobID)
-		if j.Restore != filepath.Join(ck, "step-9") {
-			return fmt.Errorf("restore %q, history %v", j.Restore, j.History)
+		if j.Run().Restore != filepath.Join(ck, "step-9") {
+			return fmt.Errorf("restore %q, history %v", j.Run().Restore, j.History)
 		}
 		return nil
 	})
@@ -454,8 +454,8 @@ func TestContainerPullFailureFailsTheJob(t *testing.T) {
 	}) {
 		t.Errorf("history does not say the pull failed: %v", j.History)
 	}
-	if len(j.Ran) != 1 {
-		t.Errorf("ran %d times, want once", len(j.Ran))
+	if len(j.Run().Ran) != 1 {
+		t.Errorf("ran %d times, want once", len(j.Run().Ran))
 	}
 }
 

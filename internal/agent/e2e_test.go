@@ -203,7 +203,7 @@ func TestRebootIsANewEpoch(t *testing.T) {
 	old := f.running(n1, j)
 	pid := n1.pid(t, old)
 	eventually(t, "a periodic checkpoint recorded", func() error {
-		if f.job(j).Restore == "" {
+		if f.job(j).Run().Restore == "" {
 			return fmt.Errorf("no restore point yet")
 		}
 		return nil
@@ -228,7 +228,7 @@ func TestRebootIsANewEpoch(t *testing.T) {
 	if !slices.ContainsFunc(jj.History, func(e model.Event) bool { return e.Event == "requeued" && e.Detail == "node_rebooted" }) {
 		t.Errorf("history does not record the reboot: %v", jj.History)
 	}
-	if jj.Restore == "" {
+	if jj.Run().Restore == "" {
 		t.Errorf("requeued without a restore point: %v", jj.History)
 	}
 	n, err := f.node("n1")

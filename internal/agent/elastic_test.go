@@ -106,7 +106,7 @@ func TestElasticJobShrinksForInferenceAndGrowsBack(t *testing.T) {
 		t.Fatalf("an elastic job was requeued instead of resized: %v", j.History)
 	}
 	var whys []string
-	for _, r := range j.Resizes {
+	for _, r := range j.Resizing().Resizes {
 		whys = append(whys, fmt.Sprintf("%d->%d %s", r.From, r.To, strings.Fields(r.Why)[0]))
 	}
 	if got := strings.Join(whys, ", "); got != "16->8 shrink, 8->16 grow" {

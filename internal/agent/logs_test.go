@@ -39,7 +39,7 @@ func TestJobLogsThroughTheServer(t *testing.T) {
 		t.Fatal("follow did not end with the job")
 	}
 	j := f.waitState(id, model.JobCompleted)
-	want := readLog(t, f.agents["n1"], j.Ran[0].ID, "stdout.log")
+	want := readLog(t, f.agents["n1"], j.Run().Ran[0].ID, "stdout.log")
 	if !strings.Contains(want, "done: 30 steps") {
 		t.Fatalf("the workload's own log is not what the test expects: %q", want)
 	}

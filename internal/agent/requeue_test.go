@@ -31,8 +31,8 @@ func TestFaultEveryRequeueKeepsTheCheckpoint(t *testing.T) {
 			if !slices.ContainsFunc(j.History, func(e model.Event) bool { return e.Event == "requeued" && e.Detail == reason }) {
 				return fmt.Errorf("no %s requeue: %v", reason, j.History)
 			}
-			if !strings.Contains(j.Restore, "step-") {
-				return fmt.Errorf("restore point %q", j.Restore)
+			if !strings.Contains(j.Run().Restore, "step-") {
+				return fmt.Errorf("restore point %q", j.Run().Restore)
 			}
 			return nil
 		})
@@ -41,7 +41,7 @@ func TestFaultEveryRequeueKeepsTheCheckpoint(t *testing.T) {
 		t.Helper()
 		var ck string
 		eventually(t, job+" recorded a periodic checkpoint", func() error {
-			if ck = f.job(job).Restore; ck == "" {
+			if ck = f.job(job).Run().Restore; ck == "" {
 				return fmt.Errorf("none yet")
 			}
 			return nil
@@ -103,7 +103,7 @@ func TestFaultEveryRequeueKeepsTheCheckpoint(t *testing.T) {
 			return nil
 		})
 		requeuedFromCheckpoint(acc.JobID, "preempted")
-		if ck := f.job(acc.JobID).Restore; !strings.HasPrefix(filepath.Base(ck), "step-") {
+		if ck := f.job(acc.JobID).Run().Restore; !strings.HasPrefix(filepath.Base(ck), "step-") {
 			t.Errorf("restore %q", ck)
 		}
 		f.api.CancelJob(t.Context(), acc.JobID)

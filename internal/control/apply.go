@@ -172,7 +172,8 @@ func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	if b.Grow {
 		// A running elastic job gains nodes: the workload hears its new
 		// size from the agents and joins them at its next checkpoint.
-		j.Ran = append(j.Ran, ran...)
+		r := j.EditRun()
+		r.Ran = append(r.Ran, ran...)
 		j.Resized(now, b.ResizeFrom, b.ResizeFrom+b.GPUs(), "grow")
 		j.Record(now, "growing", fmt.Sprintf("%d to %d GPUs: %s", b.ResizeFrom, b.ResizeFrom+b.GPUs(), strings.Join(nodes, " ")))
 		return
@@ -180,10 +181,11 @@ func (c *Controller) bind(ch *change, in *input, b sched.Bind) {
 	if j.Elastic != nil {
 		j.Size = b.GPUs()
 	}
-	j.WaitSeconds += max(0, now.Sub(j.Queued()).Seconds())
-	j.State, j.StartedAt, j.Ran = model.JobRunning, now, ran
-	if j.LastCheckpointAt.IsZero() {
-		j.LastCheckpointAt = now
+	r := j.EditRun()
+	r.WaitSeconds += max(0, now.Sub(j.Queued()).Seconds())
+	j.State, j.StartedAt, r.Ran = model.JobRunning, now, ran
+	if r.LastCheckpointAt.IsZero() {
+		r.LastCheckpointAt = now
 	}
 	what := "bound"
 	if b.Kind == model.OwnerBackfill {

@@ -196,13 +196,14 @@ func (ch *change) gone(a *model.Allocation, cause string, exit int, checkpoint s
 	if j == nil || j.State.Terminal() && j.State != model.JobCancelled {
 		return
 	}
-	j.GPUSeconds += heldFor(a, ch.now)
+	r := j.EditRun()
+	r.GPUSeconds += heldFor(a, ch.now)
 	reason := cause
 	if a.Stopping && a.StopReason != "" {
 		reason = a.StopReason
 	}
 	if checkpoint != "" {
-		j.Restore, j.LastCheckpointAt = checkpoint, ch.now
+		r.Restore, r.LastCheckpointAt = checkpoint, ch.now
 	}
 	j.Record(ch.now, "allocation_gone", fmt.Sprintf("%s on %s: %s, exit %d", a.ID, a.NodeID, reason, exit))
 	var rest []*model.Allocation
@@ -296,7 +297,7 @@ func (ch *change) newCheckpoint(alloc, path string) bool {
 		return false
 	}
 	j, ok := ch.peekJob(owner)
-	return ok && !j.State.Terminal() && j.Restore != path
+	return ok && !j.State.Terminal() && j.Run().Restore != path
 }
 
 // recordCheckpoint keeps the checkpoint a running allocation reported as
@@ -305,14 +306,15 @@ func (ch *change) newCheckpoint(alloc, path string) bool {
 // there and not from an older one. Every heartbeat reports it; the job
 // is loaded only when it changed.
 func (ch *change) recordCheckpoint(a *model.Allocation, path string) {
-	if j, ok := ch.peekJob(a.OwnerID); !ok || j.Restore == path {
+	if j, ok := ch.peekJob(a.OwnerID); !ok || j.Run().Restore == path {
 		return
 	}
 	j := ch.job(a.OwnerID)
-	if j == nil || j.State.Terminal() || j.Restore == path {
+	if j == nil || j.State.Terminal() || j.Run().Restore == path {
 		return
 	}
-	j.Restore, j.LastCheckpointAt = path, ch.now
+	r := j.EditRun()
+	r.Restore, r.LastCheckpointAt = path, ch.now
 }
 
 // requeues reports whether a stop reason sends the job back to the queue

@@ -241,7 +241,7 @@ func (c *Controller) orders(node string, fence int64) model.NodeOrders {
 				}
 			} else if e, ok := v.Get(store.Jobs, a.OwnerID); ok {
 				j := e.Obj.(*model.Job)
-				d.Workload, d.Restore = j.Workload, j.Restore
+				d.Workload, d.Restore = j.Workload, j.Run().Restore
 				if j.Elastic != nil {
 					d.JobGPUs = max(j.Size, 1)
 				}

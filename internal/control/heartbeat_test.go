@@ -309,7 +309,7 @@ func TestSteadyHeartbeatWritesNothingAndCheckpointsOnce(t *testing.T) {
 
 	running.Checkpoint = "/ckpt/step-100"
 	h.beat(report("n1", 1, 8, running))
-	if got := h.job("ckpt").Restore; got != "/ckpt/step-100" {
+	if got := h.job("ckpt").Run().Restore; got != "/ckpt/step-100" {
 		t.Fatalf("restore point %q after the agent reported /ckpt/step-100", got)
 	}
 	job = rev(store.Jobs, "ckpt")
@@ -319,7 +319,7 @@ func TestSteadyHeartbeatWritesNothingAndCheckpointsOnce(t *testing.T) {
 	}
 	running.Checkpoint = "/ckpt/step-200"
 	h.beat(report("n1", 1, 8, running))
-	if got := h.job("ckpt").Restore; got != "/ckpt/step-200" {
+	if got := h.job("ckpt").Run().Restore; got != "/ckpt/step-200" {
 		t.Errorf("restore point %q after the agent reported /ckpt/step-200", got)
 	}
 }

@@ -149,7 +149,7 @@ func (c *Controller) CancelJob(ctx context.Context, id, by string) (model.Job, e
 			return &ConflictError{Message: fmt.Sprintf("job %s is already %s", id, j.State)}
 		}
 		if j.State == model.JobPending {
-			j.WaitSeconds += max(0, ch.now.Sub(j.Queued()).Seconds())
+			j.EditRun().WaitSeconds += max(0, ch.now.Sub(j.Queued()).Seconds())
 		}
 		j.State, j.FinishedAt = model.JobCancelled, ch.now
 		j.Record(ch.now, "cancelled", "by "+by)

@@ -41,7 +41,7 @@ func jobUsage(j *model.Job, end time.Time) model.UsageRecord {
 		gpus = float64(j.Shape.GPUMilli) / 1000
 	}
 	return model.UsageRecord{ID: j.ID, Kind: model.OwnerTraining, Owner: j.ID, Name: j.Name, Org: j.Org, Team: j.Team, User: j.User,
-		GPUs: gpus, Start: j.SubmittedAt, End: end, GPUSeconds: j.GPUSeconds, WaitSeconds: j.WaitSeconds,
+		GPUs: gpus, Start: j.SubmittedAt, End: end, GPUSeconds: j.Run().GPUSeconds, WaitSeconds: j.Run().WaitSeconds,
 		Preemptions: j.PreemptCount, State: j.State}
 }
 

@@ -364,7 +364,7 @@ func TestFaultNodeRebootedRequeuesFromCheckpoint(t *testing.T) {
 	}
 	c.eventually("every job has recorded a checkpoint", 30*time.Second, func() error {
 		for _, id := range jobs {
-			if j, err := c.job(id); err != nil || j.Restore == "" {
+			if j, err := c.job(id); err != nil || j.Run().Restore == "" {
 				return fmt.Errorf("job %s: no restore point (%v)", id, err)
 			}
 		}
@@ -374,7 +374,7 @@ func TestFaultNodeRebootedRequeuesFromCheckpoint(t *testing.T) {
 	c.startAgent("n1", dir, "boot-b")
 	c.waitEpoch("n1", 2)
 	c.waitRequeued(jobs, "node_rebooted", func(j api.Job) error {
-		if j.Restore == "" {
+		if j.Run().Restore == "" {
 			return fmt.Errorf("job %s requeued without its checkpoint", j.Name)
 		}
 		return nil

@@ -113,10 +113,12 @@ func (e *Elastic) AtMost(n, step int) int {
 
 // Resized records a change of size on the job.
 func (j *Job) Resized(at time.Time, from, to int, why string) {
-	j.Size, j.ResizedAt = to, at
-	j.Resizes = append(j.Resizes, Resize{At: at, From: from, To: to, Why: why})
-	if n := len(j.Resizes); n > MaxResizes {
-		j.Resizes = append([]Resize(nil), j.Resizes[n-MaxResizes:]...)
+	r := j.Resizing() // a record of its own: see RunRecord
+	r.ResizedAt = at
+	r.Resizes = append(slices.Clip(r.Resizes), Resize{At: at, From: from, To: to, Why: why})
+	if n := len(r.Resizes); n > MaxResizes {
+		r.Resizes = r.Resizes[n-MaxResizes:]
 	}
-	j.ResizeCount++
+	r.ResizeCount++
+	j.Size, j.ResizeRecord = to, &r
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -164,19 +165,42 @@ type Job struct {
 	QueuedAt time.Time `json:"queued_at,omitzero"`
 	// StartedAt is when the current run began; the minimum runtime before
 	// it may be preempted counts from here.
-	StartedAt        time.Time `json:"started_at,omitzero"`
-	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitzero"`
-	PreemptCount     int       `json:"preempt_count,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// RunRecord is what the job's runs left behind: nil until its first
+	// run starts. Read it with Run, change it with EditRun.
+	*RunRecord
+	PreemptCount int `json:"preempt_count,omitempty"`
 	// Workload is what the node agent runs; the scheduling core ignores it.
 	Workload *Workload `json:"workload,omitempty"`
 	// History is the job's recent lifecycle, newest last, capped.
 	History []Event `json:"history,omitempty"`
 	// FinishedAt is when the job reached a terminal state.
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// Restore is the last checkpoint the job wrote, handed to its next run.
-	Restore string `json:"restore,omitempty"`
 	// Owner is the principal that submitted the job.
 	Owner string `json:"owner,omitempty"`
+	// Elastic, when set, lets the job run at any allowed size between its
+	// minimum and maximum (§9.4); Shape.GPUs is then the maximum.
+	Elastic *Elastic `json:"elastic,omitempty"`
+	// Size is the GPUs an elastic job runs at now (0 when not running).
+	Size int `json:"size,omitempty"`
+	// ResizeRecord is an elastic job's resizes: nil until its first.
+	// Read it with Resizing; Resized records one.
+	*ResizeRecord
+}
+
+// RunRecord is what a job's runs leave on it, kept behind a pointer
+// because a pending job has none of it. At a million jobs in the table,
+// most of them waiting, these fields and the resize record's were 128
+// of a job's 528 bytes (576 with its allocation's size class), 160 MB
+// in all that was zero; behind two pointers a job is 416. The fields
+// are promoted, so the JSON is as it was; reading one through a nil
+// record would panic, so code reads the copy Run returns. A job is
+// often a shallow copy of a cached one that must not change: EditRun
+// gives the job a record of its own before it is written.
+type RunRecord struct {
+	LastCheckpointAt time.Time `json:"last_checkpoint_at,omitzero"`
+	// Restore is the last checkpoint the job wrote, handed to its next run.
+	Restore string `json:"restore,omitempty"`
 	// Ran lists the allocations of the job's latest run in gang order,
 	// kept after it ends: `berth job logs` finds the nodes from it.
 	Ran []AllocRef `json:"ran,omitempty"`
@@ -184,16 +208,43 @@ type Job struct {
 	// and how long it waited: the usage record's figures.
 	GPUSeconds  float64 `json:"gpu_seconds,omitempty"`
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
-	// Elastic, when set, lets the job run at any allowed size between its
-	// minimum and maximum (§9.4); Shape.GPUs is then the maximum.
-	Elastic *Elastic `json:"elastic,omitempty"`
-	// Size is the GPUs an elastic job runs at now (0 when not running);
-	// ResizedAt is its last change, Resizes the recent ones and
-	// ResizeCount all of them.
-	Size        int       `json:"size,omitempty"`
+}
+
+// Run returns a copy of the record, the zero one for nil: promoted to
+// Job, j.Run() reads a job's record whether it has one or not.
+func (r *RunRecord) Run() RunRecord {
+	if r == nil {
+		return RunRecord{}
+	}
+	return *r
+}
+
+// EditRun gives the job a run record of its own, a copy of the one it
+// had, and returns it to be changed: the record a shallow copy of the
+// job shared stays as it was.
+func (j *Job) EditRun() *RunRecord {
+	r := j.Run()
+	r.Ran = slices.Clip(r.Ran) // an append copies, never writes the shared array
+	j.RunRecord = &r
+	return &r
+}
+
+// ResizeRecord is an elastic job's resizes: its last change, the recent
+// ones and the count of all of them. Behind a pointer for the reason
+// RunRecord is.
+type ResizeRecord struct {
 	ResizedAt   time.Time `json:"resized_at,omitzero"`
 	Resizes     []Resize  `json:"resizes,omitempty"`
 	ResizeCount int       `json:"resize_count,omitempty"`
+}
+
+// Resizing returns a copy of the record, the zero one for nil: promoted
+// to Job, as RunRecord.Run is.
+func (r *ResizeRecord) Resizing() ResizeRecord {
+	if r == nil {
+		return ResizeRecord{}
+	}
+	return *r
 }
 
 // Queued is when the job's current wait began.

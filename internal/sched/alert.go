@@ -144,8 +144,9 @@ func (p *planner) pageThrottled() {
 		pg := &Page{Deployment: id, Want: t.want, Have: t.have, Min: t.min, BlockedGPUs: t.missing * t.gpus,
 			Rate: p.budget.rate(0), RateAfter: p.budget.rate(t.victimGPUs), Limit: p.cfg.Budget.Page, Restores: t.restores}
 		for _, v := range t.victims {
-			since := p.now.Sub(v.job.LastCheckpointAt)
-			if v.job.LastCheckpointAt.IsZero() {
+			last := v.job.Run().LastCheckpointAt
+			since := p.now.Sub(last)
+			if last.IsZero() {
 				since = p.now.Sub(v.job.StartedAt)
 			}
 			c := p.lost(v)

@@ -24,7 +24,8 @@ func TestMaxBindsEndsTheQueueWalk(t *testing.T) {
 	// An elastic job running at its minimum on node 7, which could grow
 	// onto the free GPUs beside it.
 	el := &model.Job{ID: "elastic", Shape: model.Shape{GPUs: 8, Topology: model.TopologyNode}, Elastic: &model.Elastic{MinGPUs: 4, MaxGPUs: 8},
-		Size: 4, State: model.JobRunning, SubmittedAt: now.Add(-3 * time.Hour), StartedAt: now.Add(-2 * time.Hour), ResizedAt: now.Add(-2 * time.Hour)}
+		Size: 4, State: model.JobRunning, SubmittedAt: now.Add(-3 * time.Hour), StartedAt: now.Add(-2 * time.Hour),
+		ResizeRecord: &model.ResizeRecord{ResizedAt: now.Add(-2 * time.Hour)}}
 	s.Jobs = append(s.Jobs, el)
 	s.Allocations = append(s.Allocations, model.Allocation{ID: "a-elastic", NodeID: schedtest.NodeName(7), GPUs: model.FullMask(4),
 		OwnerKind: model.OwnerTraining, OwnerID: "elastic", CreatedAt: now.Add(-2 * time.Hour)})

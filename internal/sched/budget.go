@@ -296,7 +296,7 @@ func (pr *Preemption) merge(o Preemption) {
 
 // lost is the training progress a preemption of v throws away, in GPU-hours.
 func (p *planner) lost(v *victim) float64 {
-	since := v.job.LastCheckpointAt
+	since := v.job.Run().LastCheckpointAt
 	if since.IsZero() || since.Before(v.job.StartedAt) {
 		since = v.job.StartedAt
 	}

@@ -217,7 +217,7 @@ func (p *planner) growOne(c growCand) {
 			}
 			parts = append(parts, Part{Node: a.NodeID, GPUs: a.GPUs})
 		}
-		if later(j.StartedAt, j.ResizedAt).Add(p.cfg.GrowAfter).After(p.now) {
+		if later(j.StartedAt, j.Resizing().ResizedAt).Add(p.cfg.GrowAfter).After(p.now) {
 			return
 		}
 		// Growth can wait; a preemption's checkpoint (inference reclaiming

@@ -20,7 +20,8 @@ func elasticJob(id string, state model.JobState) model.Job {
 		Elastic:     &model.Elastic{MinGPUs: 16, MaxGPUs: 32},
 		SubmittedAt: elasticNow.Add(-3 * time.Hour)}
 	if state == model.JobRunning {
-		j.StartedAt, j.LastCheckpointAt = elasticNow.Add(-2*time.Hour), elasticNow.Add(-20*time.Minute)
+		j.StartedAt = elasticNow.Add(-2 * time.Hour)
+		j.EditRun().LastCheckpointAt = elasticNow.Add(-20 * time.Minute)
 	}
 	return j
 }
@@ -108,13 +109,13 @@ func TestElasticGrowsIntoIdleWholeNodesOfItsPod(t *testing.T) {
 	}
 
 	// Resized (or started) within GrowAfter: no growth, no restart.
-	j.ResizedAt = elasticNow.Add(-time.Minute)
+	j.ResizeRecord = &model.ResizeRecord{ResizedAt: elasticNow.Add(-time.Minute)}
 	if d := run(j, wholeNodes("el", times(2*time.Hour, time.Minute), 0, 1)); len(d.Binds) != 0 {
 		t.Fatalf("a job resized a minute ago grew again: %+v", d.Binds)
 	}
 
 	// Its own pod full, the other empty: a pod job does not grow across.
-	j.ResizedAt = time.Time{}
+	j.ResizeRecord = nil
 	full := wholeNodes("el", times(2*time.Hour, 2*time.Hour), 0, 1)
 	other := model.Job{ID: "other", Shape: model.Shape{GPUs: 16, Topology: model.TopologyPod}, State: model.JobRunning, SubmittedAt: elasticNow.Add(-9 * time.Hour), StartedAt: elasticNow.Add(-time.Hour)}
 	allocs := append(full, wholeNodes("other", times(time.Hour, time.Hour), 2, 3)...)

@@ -287,13 +287,13 @@ func (w *world) addJob(a kv) error {
 		}
 		j.State = model.JobRunning
 		j.StartedAt = w.now.Add(-ago)
-		j.LastCheckpointAt = j.StartedAt
+		j.EditRun().LastCheckpointAt = j.StartedAt
 		if c, ok := a["ckpt-ago"]; ok {
 			d, err := time.ParseDuration(c)
 			if err != nil {
 				return err
 			}
-			j.LastCheckpointAt = w.now.Add(-d)
+			j.EditRun().LastCheckpointAt = w.now.Add(-d)
 		}
 		for _, on := range strings.Split(a.str("on", ""), ",") {
 			mask, node, _ := strings.Cut(on, "@")
@@ -382,7 +382,8 @@ func (w *world) fill(a kv) (string, error) {
 		id := fmt.Sprintf("bg-%s", node.ID)
 		j := model.Job{ID: id, Team: a.str("team", ""), Org: a.str("org", ""), Shape: model.Shape{GPUs: node.GPUs, Topology: model.TopologyNode},
 			Priority: a.int("priority", 0), Preemptible: a.bool("preemptible"), State: model.JobRunning,
-			SubmittedAt: w.now.Add(-ran), StartedAt: w.now.Add(-ran), LastCheckpointAt: w.now.Add(-ckptAgo)}
+			SubmittedAt: w.now.Add(-ran), StartedAt: w.now.Add(-ran),
+			RunRecord: &model.RunRecord{LastCheckpointAt: w.now.Add(-ckptAgo)}}
 		if runtime > 0 {
 			j.MaxRuntime = runtime + time.Duration(n)*stagger
 		}
@@ -509,7 +510,8 @@ func (w *world) apply(d sched.Decision) {
 			}
 		}
 		if j := w.job(x.OwnerID); j != nil && x.Kind != model.OwnerInference {
-			j.State, j.StartedAt, j.LastCheckpointAt = model.JobRunning, w.now, w.now
+			j.State, j.StartedAt = model.JobRunning, w.now
+			j.EditRun().LastCheckpointAt = w.now
 		}
 	}
 	for _, x := range d.Stops {

@@ -51,7 +51,8 @@ func genWorld(t *rapid.T) *world {
 			if team != "" {
 				j.Org, j.Team = "ml", team
 			}
-			j.SubmittedAt, j.LastCheckpointAt = j.StartedAt, j.StartedAt
+			j.SubmittedAt = j.StartedAt
+			j.EditRun().LastCheckpointAt = j.StartedAt
 			if j.Preemptible {
 				j.Checkpoint = &model.Checkpoint{Path: "/c", SizeBytes: int64(rapid.IntRange(1, 1000).Draw(t, "ckptGB")) * 1e9}
 			}

@@ -323,7 +323,7 @@ func compactedJob(c *store.Cache, id string) (model.Job, bool) {
 		}
 		ok = true
 		j = model.Job{ID: u.ID, Name: u.Name, Org: u.Org, Team: u.Team, User: u.User, State: u.State, SubmittedAt: u.Start,
-			FinishedAt: u.End, GPUSeconds: u.GPUSeconds, WaitSeconds: u.WaitSeconds, PreemptCount: u.Preemptions}
+			FinishedAt: u.End, RunRecord: &model.RunRecord{GPUSeconds: u.GPUSeconds, WaitSeconds: u.WaitSeconds}, PreemptCount: u.Preemptions}
 		j.Shape.GPUs = int(u.GPUs)
 		if u.GPUs < 1 {
 			j.Shape.GPUs, j.Shape.GPUMilli = 1, int(u.GPUs*1000+0.5)

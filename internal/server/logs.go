@@ -263,15 +263,16 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if len(j.Ran) == 0 {
+	ran := j.Run().Ran
+	if len(ran) == 0 {
 		s.fail(w, r, &api.Error{Code: "conflict", Message: fmt.Sprintf("job %s has not started: it has no log yet", j.ID)})
 		return
 	}
-	if lq.replica >= len(j.Ran) {
-		s.fail(w, r, api.Invalid("replica", "%s", fmt.Sprintf("0-%d: job %s's latest run has %d allocation(s)", len(j.Ran)-1, j.ID, len(j.Ran))))
+	if lq.replica >= len(ran) {
+		s.fail(w, r, api.Invalid("replica", "%s", fmt.Sprintf("0-%d: job %s's latest run has %d allocation(s)", len(ran)-1, j.ID, len(ran))))
 		return
 	}
-	s.streamLog(w, r, j.Ran[lq.replica], lq)
+	s.streamLog(w, r, ran[lq.replica], lq)
 }
 
 func (s *Server) deploymentLogs(w http.ResponseWriter, r *http.Request) {

@@ -177,7 +177,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		v.Each(store.Jobs, func(_ string, e store.Entry) {
 			j := e.Obj.(*model.Job)
 			if j.Elastic != nil {
-				resizes += j.ResizeCount
+				resizes += j.Resizing().ResizeCount
 				if j.State == model.JobRunning {
 					elastic[0] += j.Size
 					elastic[1] += j.Elastic.MaxGPUs

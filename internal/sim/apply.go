@@ -99,7 +99,8 @@ func (r *run) bind(b sched.Bind) {
 		r.pending--
 		j.waited += r.now - j.queuedSince
 	}
-	j.job.State, j.job.StartedAt, j.job.LastCheckpointAt = model.JobRunning, now, now
+	j.job.State, j.job.StartedAt = model.JobRunning, now
+	j.job.EditRun().LastCheckpointAt = now
 	j.allocs, j.runStart, j.stretch, j.gpus = ids, r.now, 1, 0
 	for _, pt := range b.Parts {
 		j.gpus += pt.GPUs.Count()

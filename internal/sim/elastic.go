@@ -81,7 +81,9 @@ func (r *run) beginResize(j *jobRun, drop []string, to int, deadline time.Time) 
 	j.rate, j.resizing, j.dropping = 0, true, drop
 	j.stopAt = r.now
 	j.stopGen++
-	j.job.Size, j.job.ResizedAt = to, Epoch.Add(r.now)
+	rec := j.job.Resizing() // the core reads only when it last changed
+	rec.ResizedAt = Epoch.Add(r.now)
+	j.job.Size, j.job.ResizeRecord = to, &rec
 	j.resizes++
 	r.store.start(j.idx, j.spec.Team, float64(j.spec.CheckpointBytes), r.now)
 	r.kickStorage()
@@ -107,7 +109,7 @@ func (r *run) endResize(j *jobRun, clean bool) {
 		r.m.lost += float64(j.gpus) * lost.Hours()
 		r.m.kills++
 	} else {
-		j.job.LastCheckpointAt = Epoch.Add(r.now)
+		j.job.EditRun().LastCheckpointAt = Epoch.Add(r.now)
 	}
 	r.dropResized(j)
 	restart := r.restartTime()

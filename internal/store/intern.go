@@ -37,8 +37,10 @@ func internJob(j *model.Job) {
 	for i := range j.History {
 		in(&j.History[i].Event)
 	}
-	for i := range j.Ran {
-		in(&j.Ran[i].NodeID)
+	if r := j.RunRecord; r != nil { // decoded for this job alone
+		for i := range r.Ran {
+			in(&r.Ran[i].NodeID)
+		}
 	}
 	if w := j.Workload; w != nil {
 		in(&w.Image)
