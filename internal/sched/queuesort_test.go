@@ -11,7 +11,8 @@ import (
 // TestSortQueueIsRankOrder: the keyed sort gives exactly the order the
 // rank's comparison gives, for queues with many ties, priorities near
 // the key's limit and past it, and submit times spanning a few seconds
-// or the whole int64 range.
+// or the whole int64 range; and the queue permuted in place into that
+// order is the sorted queue.
 func TestSortQueueIsRankOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	for _, c := range []struct {
@@ -48,6 +49,16 @@ func TestSortQueueIsRankOrder(t *testing.T) {
 					}
 					if got.rank != want[i].rank {
 						t.Fatalf("position %d: %+v, want %+v", i, got.rank, want[i].rank)
+					}
+				}
+				if order == nil {
+					return
+				}
+				// The queue put in that order in place, as the pass does.
+				permute(q, order)
+				for i := range q {
+					if q[i].rank != want[i].rank {
+						t.Fatalf("permuted, position %d: %+v, want %+v", i, q[i].rank, want[i].rank)
 					}
 				}
 			})
