@@ -22,9 +22,10 @@ const memoryLimitRatio = 0.9
 // or a systemd unit's; AUTOMEMLIMIT=off or a ratio overrides it), found
 // by automemlimit, which reads cgroup v1 and v2 as the kernel mounts them.
 // Without a limit Go lets the heap grow to twice what is live between
-// collections: a server holding a million jobs (1.7 GB live) then peaks
-// near 5 GB, and a container that gives it 4 GiB kills it. With one it
-// collects more often as the heap nears the limit instead.
+// collections: a server holding a million jobs (1.4 GB live) peaks just
+// under 4 GiB, and one whose jobs carry more (workloads, histories) or
+// whose table is larger goes past what its container gives it and is
+// killed. With a limit it collects more often as the heap nears it.
 func setMemoryLimit(given bool, limit int64, container memlimit.Provider, log *slog.Logger) int64 {
 	if given {
 		if limit <= 0 {
