@@ -64,13 +64,16 @@ Workloads:
 ` + sim.SlurmFormats + `
 
 Policies: ` + strings.Join(sim.PolicyNames, ", ") + `; also berth-rigid (berth with
-every elastic job run rigid at its maximum). ` + sim.FluidName + `, ` + sim.FluidSLOName + ` and ` + sim.BoundName + `
-are not policies: training replayed on one fluid pool of GPUs, inference
-served first, pauses free; fluid ranks by priority, fluid-slo serves the
-jobs under 64 GPUs just in time and the large jobs first otherwise, bound
-favours each size class in turn over all other training (docs/sim.md, "The
-relaxation rows"). They fill only the queue rows; fluid and bound are in
-the default list.`,
+every elastic job run rigid at its maximum). ` + sim.FluidName + `, ` + sim.FluidSLOName + `, ` + sim.FluidMatchName + ` and
+` + sim.BoundName + ` are not policies: training replayed on one fluid pool of GPUs,
+inference served first, pauses free; fluid ranks by priority, fluid-slo
+serves the jobs under 64 GPUs just in time and the large jobs first
+otherwise, fluid-match gives every job a deadline at ` + sim.MatchPolicy + `'s queue
+p90 for its class and runs least slack first (can every class meet
+` + sim.MatchPolicy + `'s at once while inference is served?), bound favours each size
+class in turn over all other training (docs/sim.md, "The relaxation
+rows"). They fill only the queue rows; fluid and bound are in the default
+list.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd.OutOrStdout(), cmd.ErrOrStderr(), o) },
 	}

@@ -79,7 +79,7 @@ func Fluid(w *Workload, opt Options) *Metrics {
 
 // FluidSLO is the fluid-slo row for w.
 func FluidSLO(w *Workload, opt Options) *Metrics {
-	return relax(w, opt, FluidSLOName, ranking{less: bySLO, waits: true})
+	return relax(w, opt, FluidSLOName, ranking{less: bySLO, wake: promoted})
 }
 
 // SLOPromote is how long a job of the SLO class waits in the fluid-slo
@@ -87,11 +87,12 @@ func FluidSLO(w *Workload, opt Options) *Metrics {
 // minutes, so that it starts well inside them.
 const SLOPromote = 20 * time.Minute
 
-// ranking is a replay's order: less says whether a runs before b; waits,
-// that the order depends on how long jobs have waited.
+// ranking is a replay's order: less says whether a runs before b. When
+// the order depends on how long jobs have waited, wake says when it may
+// next change (it is recomputed then, as well as at every event).
 type ranking struct {
-	less  func(a, b *boundRun) bool
-	waits bool
+	less func(a, b *boundRun) bool
+	wake func(r *boundReplay) float64
 }
 
 // relax replays w on the fluid pool: all of training in one order, or
@@ -286,6 +287,7 @@ type boundRun struct {
 	waited float64
 	rate   float64 // speed in the current step; 0 while waiting
 	seen   bool    // has run at some point
+	late   bool    // fluid-match: waited past its deadline
 }
 
 func (r *boundReplay) run() {
@@ -343,11 +345,11 @@ func (r *boundReplay) record(to map[string][]float64, classes uint8, wait float6
 // place gives the free GPUs to the active jobs in the replay's order,
 // each that fits at its size (or an elastic one at what is left, down to
 // its minimum), and returns when the next thing it knows of happens: a
-// running job finishes, or (fluid-slo) a waiting job is promoted.
+// running job finishes, or the order may change (ranking.wake).
 func (r *boundReplay) place() float64 {
 	free := max(r.milli-r.inference, 0)
 	soonest := math.Inf(1)
-	if r.order.waits {
+	if r.order.wake != nil {
 		// Waits changed the order: sort again.
 		slices.SortStableFunc(r.active, func(a, b *boundRun) int {
 			if r.order.less(a, b) {
@@ -382,13 +384,19 @@ func (r *boundReplay) place() float64 {
 		}
 		soonest = min(soonest, r.t+a.left/a.rate)
 	}
-	if r.order.waits {
-		// Come back when the next waiting job of the SLO class is
-		// promoted.
-		for _, a := range r.active {
-			if a.rate == 0 && a.milli < sloMilli && a.waited < SLOPromote.Seconds()-1e-6 {
-				soonest = min(soonest, r.t+SLOPromote.Seconds()-a.waited)
-			}
+	if r.order.wake != nil {
+		soonest = min(soonest, r.order.wake(r))
+	}
+	return soonest
+}
+
+// promoted is fluid-slo's wake: when the next waiting job of the SLO
+// class is promoted.
+func promoted(r *boundReplay) float64 {
+	soonest := math.Inf(1)
+	for _, a := range r.active {
+		if a.rate == 0 && a.milli < sloMilli && a.waited < SLOPromote.Seconds()-1e-6 {
+			soonest = min(soonest, r.t+SLOPromote.Seconds()-a.waited)
 		}
 	}
 	return soonest

@@ -140,6 +140,7 @@ var policyColors = map[string]color.RGBA{
 	"random":       {0x7f, 0x7f, 0x7f, 0xff},
 	FluidName:      {0x17, 0xbe, 0xcf, 0xff}, // the relaxations are drawn dashed
 	FluidSLOName:   {0xbc, 0xbd, 0x22, 0xff},
+	FluidMatchName: {0xe3, 0x77, 0xc2, 0xff},
 	BoundName:      {0x00, 0x00, 0x00, 0xff},
 }
 
@@ -160,7 +161,7 @@ func addLine(p *plot.Plot, name string, pts plotter.XYs) error {
 	switch name {
 	case "berth":
 		l.Width = vg.Points(2.5)
-	case BoundName, FluidName, FluidSLOName:
+	case BoundName, FluidName, FluidSLOName, FluidMatchName:
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
 	p.Add(l)

@@ -32,6 +32,16 @@ func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
 		rep.GPUs += n.GPUs
 	}
 	for _, name := range policies {
+		if name == FluidMatchName {
+			m, err := fluidMatch(w, opt, rep.Policies)
+			if err != nil {
+				return nil, err
+			}
+			rep.Policies = append(rep.Policies, m)
+			rep.Hours = max(rep.Hours, m.SimulatedHours)
+			rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
+			continue
+		}
 		if relax, ok := relaxations[name]; ok {
 			m := relax(w, opt)
 			rep.Policies = append(rep.Policies, m)
@@ -55,7 +65,28 @@ func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
 }
 
 // relaxations are the rows computed on a fluid pool, not run (bound.go).
+// fluid-match is one too, but reads MatchPolicy's row (fluidMatch).
 var relaxations = map[string]func(*Workload, Options) *Metrics{BoundName: Bound, FluidName: Fluid, FluidSLOName: FluidSLO}
+
+// fluidMatch is the fluid-match row, against MatchPolicy's row among done
+// when the report has one, else against a run of it made for the row
+// alone (the report does not show it then).
+func fluidMatch(w *Workload, opt Options, done []*Metrics) (*Metrics, error) {
+	for _, m := range done {
+		if m.Policy == MatchPolicy {
+			return FluidMatch(w, opt, m), nil
+		}
+	}
+	p, err := NewPolicy(MatchPolicy, opt.Seed)
+	if err != nil {
+		return nil, err
+	}
+	target, err := Run(w, p, opt)
+	if err != nil {
+		return nil, err
+	}
+	return FluidMatch(w, opt, target), nil
+}
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
