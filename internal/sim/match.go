@@ -79,6 +79,9 @@ func FluidMatch(w *Workload, opt Options, target *Metrics) *Metrics {
 		}
 	}
 	w.eachJob(func(j *JobSpec) {
+		if w.Horizon > 0 && j.Submit > w.Horizon {
+			return // not replayed (relax)
+		}
 		for _, c := range jobClasses(j) {
 			jobs[classIndex(c)]++
 		}
@@ -116,12 +119,15 @@ func FluidMatch(w *Workload, opt Options, target *Metrics) *Metrics {
 		verdict = "over it in " + strings.Join(bestOver, ", ")
 	}
 	best.WallSeconds = time.Since(wall).Seconds()
-	lost := "after the jobs in time"
+	how := "a lost class's late jobs after the jobs in time"
 	if bestV.lostFirst {
-		lost = "first"
+		how = "a lost class's late jobs first"
 	}
-	best.Note = fmt.Sprintf("ranks least slack first to deadlines at %.0f%% of %s's queue p90 (%s), a lost class's late jobs %s: %s",
-		100*bestV.margin, target.Policy, strings.Join(names, ", "), lost, verdict)
+	if bestV.sticky {
+		how += ", running jobs in time kept running"
+	}
+	best.Note = fmt.Sprintf("ranks least slack first to deadlines at %.0f%% of %s's queue p90 (%s), %s: %s",
+		100*bestV.margin, target.Policy, strings.Join(names, ", "), how, verdict)
 	return best
 }
 
@@ -136,7 +142,8 @@ type matchVariant struct {
 
 // matchVariants are the replays fluid-match tries, in turn, until one
 // meets every target: each margin with the late jobs of a lost class
-// ranked first, then with them after the jobs still in time.
+// ranked first, then with them after the jobs still in time; all of it
+// least slack first, then with running jobs in time kept running.
 func matchVariants() []matchVariant {
 	var vs []matchVariant
 	for _, sticky := range []bool{false, true} {
