@@ -196,20 +196,13 @@ func runSim(out, errOut io.Writer, o simRunOptions) error {
 		bar = &progressBar{w: errOut, policies: len(policies)}
 		opt.Progress = bar.update
 	}
-	rep := &sim.Report{}
+	rep := sim.StartReport(w, opt)
 	for i, name := range policies {
 		if bar != nil {
 			bar.policy, bar.index = name, i
 		}
-		one, err := sim.NewReport(w, []string{name}, opt)
-		if err != nil {
+		if err := rep.Add(w, name, opt); err != nil {
 			return err
-		}
-		if i == 0 {
-			*rep = *one
-		} else {
-			rep.Policies = append(rep.Policies, one.Policies...)
-			rep.Hours, rep.Jobs = max(rep.Hours, one.Hours), max(rep.Jobs, one.Jobs)
 		}
 	}
 	if bar != nil {

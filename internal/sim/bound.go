@@ -89,10 +89,12 @@ const SLOPromote = 20 * time.Minute
 
 // ranking is a replay's order: less says whether a runs before b. When
 // the order depends on how long jobs have waited, wake says when it may
-// next change (it is recomputed then, as well as at every event).
+// next change (it is recomputed then, as well as at every event), and
+// mark, when set, updates what less reads before each sort.
 type ranking struct {
 	less func(a, b *boundRun) bool
 	wake func(r *boundReplay) float64
+	mark func(r *boundReplay)
 }
 
 // relax replays w on the fluid pool: all of training in one order, or
@@ -349,6 +351,9 @@ func (r *boundReplay) record(to map[string][]float64, classes uint8, wait float6
 func (r *boundReplay) place() float64 {
 	free := max(r.milli-r.inference, 0)
 	soonest := math.Inf(1)
+	if r.order.mark != nil {
+		r.order.mark(r)
+	}
 	if r.order.wake != nil {
 		// Waits changed the order: sort again.
 		slices.SortStableFunc(r.active, func(a, b *boundRun) int {

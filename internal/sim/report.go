@@ -25,43 +25,54 @@ type Report struct {
 
 // NewReport runs every policy over the workload.
 func NewReport(w *Workload, policies []string, opt Options) (*Report, error) {
+	rep := StartReport(w, opt)
+	for _, name := range policies {
+		if err := rep.Add(w, name, opt); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// StartReport is a report on w with no rows yet.
+func StartReport(w *Workload, opt Options) *Report {
 	opt = opt.withDefaults()
 	rep := &Report{Workload: w.Name, Seed: opt.Seed, Nodes: len(w.Nodes), Services: len(w.Services),
 		Penalty: opt.Penalty, Notes: w.Notes}
 	for _, n := range w.Nodes {
 		rep.GPUs += n.GPUs
 	}
-	for _, name := range policies {
-		if name == FluidMatchName {
-			m, err := fluidMatch(w, opt, rep.Policies)
-			if err != nil {
-				return nil, err
-			}
-			rep.Policies = append(rep.Policies, m)
-			rep.Hours = max(rep.Hours, m.SimulatedHours)
-			rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
-			continue
+	return rep
+}
+
+// Add runs one policy (or computes one relaxation row) over w and adds
+// its row. fluid-match reads MatchPolicy's row from the rows already
+// added, so a caller adding rows one at a time (the command line, for
+// its progress bar) runs best-fit once.
+func (rep *Report) Add(w *Workload, name string, opt Options) error {
+	opt = opt.withDefaults()
+	var m *Metrics
+	switch relax, ok := relaxations[name]; {
+	case name == FluidMatchName:
+		var err error
+		if m, err = fluidMatch(w, opt, rep.Policies); err != nil {
+			return err
 		}
-		if relax, ok := relaxations[name]; ok {
-			m := relax(w, opt)
-			rep.Policies = append(rep.Policies, m)
-			rep.Hours = max(rep.Hours, m.SimulatedHours)
-			rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
-			continue
-		}
+	case ok:
+		m = relax(w, opt)
+	default:
 		p, err := NewPolicy(name, opt.Seed)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		m, err := Run(w, p, opt)
-		if err != nil {
-			return nil, err
+		if m, err = Run(w, p, opt); err != nil {
+			return err
 		}
-		rep.Policies = append(rep.Policies, m)
-		rep.Hours = max(rep.Hours, m.SimulatedHours)
-		rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
 	}
-	return rep, nil
+	rep.Policies = append(rep.Policies, m)
+	rep.Hours = max(rep.Hours, m.SimulatedHours)
+	rep.Jobs = max(rep.Jobs, m.JobsSubmitted)
+	return nil
 }
 
 // relaxations are the rows computed on a fluid pool, not run (bound.go).
