@@ -126,8 +126,8 @@ func matchGoals(w *Workload, target *Metrics) (goal [8]float64, jobs [8]int, nam
 		}
 	}
 	w.eachJob(func(j *JobSpec) {
-		if w.Horizon > 0 && j.Submit > w.Horizon {
-			return // not replayed (relax)
+		if !w.replays(j) {
+			return
 		}
 		for _, c := range jobClasses(j) {
 			jobs[classIndex(c)]++
@@ -242,5 +242,5 @@ var partition = func() uint8 {
 func rawP90(xs []float64) float64 {
 	s := slices.Clone(xs)
 	sort.Float64s(s)
-	return s[min(len(s)-1, int(math.Ceil(0.9*float64(len(s))))-1)]
+	return nearestRank(s, 0.9)
 }

@@ -338,12 +338,17 @@ func percentiles(xs []float64) Percentiles {
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	at := func(q float64) float64 { return round2(s[min(len(s)-1, int(math.Ceil(q*float64(len(s))))-1)]) }
+	at := func(q float64) float64 { return round2(nearestRank(s, q)) }
 	sum := 0.0
 	for _, x := range s {
 		sum += x
 	}
 	return Percentiles{Count: len(s), P50: at(0.5), P90: at(0.9), P99: at(0.99), Mean: round2(sum / float64(len(s)))}
+}
+
+// nearestRank is the q-quantile of sorted, by nearest rank.
+func nearestRank(sorted []float64, q float64) float64 {
+	return sorted[min(len(sorted)-1, int(math.Ceil(q*float64(len(sorted))))-1)]
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
