@@ -38,6 +38,7 @@ func TestLoadFileSetsEveryKnob(t *testing.T) {
 	s := cfg.Sched
 	checks := map[string]bool{
 		"min_runtime 15m":               s.MinRuntime == 15*time.Minute,
+		"repeat_min_runtime 12h":        s.RepeatMinRuntime == 12*time.Hour,
 		"budget.warn 0.1, page 0.3":     s.Budget.Warn == 0.1 && s.Budget.Page == 0.3,
 		"storage.bandwidth 50e9":        s.Storage.Bandwidth == 50e9,
 		"storage.min_deadline 45s":      s.Storage.MinDeadline == 45*time.Second,
@@ -68,6 +69,7 @@ func TestLoadFileNamesTheKey(t *testing.T) {
 		{"unknown section", "schedular:\n  min_runtime: 10m\n", "schedular"},
 		{"not a duration", "scheduler:\n  min_runtime: soon\n", "soon"},
 		{"negative duration", "scheduler:\n  min_runtime: -1m\n", "scheduler.min_runtime"},
+		{"negative repeat guard", "scheduler:\n  repeat_min_runtime: -1h\n", "scheduler.repeat_min_runtime"},
 		{"tiers reversed", "scheduler:\n  budget:\n    warn: 0.5\n    page: 0.2\n", "scheduler.budget.warn"},
 		{"page as percent", "scheduler:\n  budget:\n    page: 25\n", "scheduler.budget.page"},
 		{"floor above bandwidth", "scheduler:\n  storage:\n    bandwidth: 1e9\n    min_bandwidth: 2e9\n", "scheduler.storage.min_bandwidth"},

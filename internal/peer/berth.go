@@ -85,6 +85,7 @@ func Compress(c sched.Config, by float64) sched.Config {
 	d := c.WithDefaults()
 	scale := func(v time.Duration) time.Duration { return time.Duration(float64(v) / by) }
 	c.MinRuntime = scale(d.MinRuntime)
+	c.RepeatMinRuntime = scale(d.RepeatMinRuntime)
 	c.StarvationAfter = scale(d.StarvationAfter)
 	c.GrowAfter = scale(d.GrowAfter)
 	c.SLO.ScheduleAfter = scale(d.SLO.ScheduleAfter)

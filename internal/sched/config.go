@@ -26,6 +26,17 @@ type Config struct {
 	// MinRuntime: a job cannot be preempted within this long of starting,
 	// which is also the thrash guard after a restart. Default 10m.
 	MinRuntime time.Duration `json:"min_runtime,omitempty" yaml:"min_runtime"`
+	// RepeatMinRuntime: a job preempted before is not preempted again for
+	// other training until it has run this long since its restart (serving
+	// and its own reservation still take it back at once). One
+	// preemption's bonus (Aging.PerPreemption) protects a job only from
+	// its equals; on the seed mixes, 8-GPU jobs restarted after a
+	// preemption were preempted again within two hours for the next
+	// 128-GPU gang, and repeats reached 10% of all preemptions. Bounded,
+	// so that a job preempted once does not keep a higher-priority gang
+	// off its GPUs for the rest of a long run. Default 8h (BENCHMARKS.md,
+	// "Equals do not preempt each other, nor twice within 8 hours").
+	RepeatMinRuntime time.Duration `json:"repeat_min_runtime,omitempty" yaml:"repeat_min_runtime"`
 	// GrowAfter: an elastic job grows only this long after its last start
 	// or resize (§9.4). Every resize stops the whole job at a checkpoint
 	// written through the shared storage and restarts it; growth that is
@@ -81,8 +92,10 @@ type Config struct {
 
 	// PreemptMargin: a training job preempts another only when its
 	// priority plus waiting bonus beats the victim's priority plus
-	// preemption bonus by at least this much. Preemption bonuses protect
-	// victims but give no power to preempt, so equals never churn each
+	// preemption bonus by at least this much, and the victim's own
+	// priority is lower than its own. Preemption bonuses protect victims
+	// but give no power to preempt, and waiting bonuses give none over
+	// work of the same priority or above, so equals never churn each
 	// other. Default 10 (one preemption's worth).
 	PreemptMargin int `json:"preempt_margin,omitempty" yaml:"preempt_margin"`
 
@@ -179,6 +192,9 @@ func (c Config) withDefaults() Config {
 	if c.MinRuntime == 0 {
 		c.MinRuntime = 10 * time.Minute
 	}
+	if c.RepeatMinRuntime == 0 {
+		c.RepeatMinRuntime = 8 * time.Hour
+	}
 	if c.StarvationAfter == 0 {
 		c.StarvationAfter = 4 * time.Hour
 	}
@@ -236,7 +252,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"min_runtime", c.MinRuntime}, {"grow_after", c.GrowAfter}, {"starvation_after", c.StarvationAfter}, {"slo.schedule_after", c.SLO.ScheduleAfter},
+	}{{"min_runtime", c.MinRuntime}, {"repeat_min_runtime", c.RepeatMinRuntime}, {"grow_after", c.GrowAfter}, {"starvation_after", c.StarvationAfter}, {"slo.schedule_after", c.SLO.ScheduleAfter},
 		{"storage.min_deadline", c.Storage.MinDeadline}, {"storage.max_deadline", c.Storage.MaxDeadline}} {
 		if d.v < 0 {
 			return bad(d.key, "%v: must not be negative", d.v)

@@ -118,7 +118,7 @@ func (p *planner) grow(d *model.Deployment, have map[string]map[int][]string, up
 				for _, v := range r.victims {
 					reclaim = reclaim && v.inPool
 				}
-				v, msg := p.allow(r.victims, floor, reclaim)
+				v, msg := p.allow(r.victims, floor, reclaim, reclaim)
 				if len(r.victims) == 0 {
 					v = allowed // only waiting on work already stopping
 				}

@@ -11,10 +11,12 @@ import (
 // either holds it is not lent:
 //
 //   - Checkpoint storage measured below storage.min_bandwidth (R3):
-//     preemption is stopped, so a borrower could only be taken back by a
-//     kill. Lent anyway, a degradation at the morning's ramp left
+//     preemption is stopped, and a borrower taken back now may miss its
+//     checkpoint's deadline and lose the work since its last durable
+//     one. Lent anyway, a degradation at the morning's ramp left
 //     borrowers on GPUs serving needed for 4.5 hours (the simulator's
-//     `seed-heavy-elastic`, seed 1: 199 GPU-hours of demand shed).
+//     `seed-heavy-elastic`, seed 1: 199 GPU-hours of demand shed). A
+//     loan made before storage degraded is still taken back (allow).
 //   - Inference took back GPUs it had lent within ReclaimQuiet: serving
 //     is growing, and what is lent now comes back within minutes, a
 //     checkpoint and a restart for minutes of work, and often the same
@@ -46,7 +48,7 @@ func (c Config) Lending(measured float64, recent []PreemptionRecord, now time.Ti
 func notLent(c Config, measured float64, recent []PreemptionRecord, now time.Time) string {
 	floor := c.withDefaults().Storage.MinBandwidth
 	if measured > 0 && measured < floor {
-		return fmt.Sprintf("the inference pool is not lent while checkpoint storage bandwidth is %s, below %s (a borrower could not be taken back)",
+		return fmt.Sprintf("the inference pool is not lent while checkpoint storage bandwidth is %s, below %s (a borrower taken back might not checkpoint in time)",
 			rateString(measured), rateString(floor))
 	}
 	gpus, last := 0, time.Time{}

@@ -116,7 +116,7 @@ func PlanOn(ix *Index, s State, now time.Time) Decision {
 	p.starvation()
 	if p.budget.degraded {
 		p.alert(Alert{ID: "storage-degraded", Severity: SeverityPage, Kind: "storage_degraded",
-			Message: fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped until it recovers",
+			Message: fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped until it recovers, but for serving taking back GPUs it lent",
 				rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth))})
 	}
 	for _, r := range p.reservations {

@@ -29,10 +29,11 @@ type passShape struct {
 	key   shapeID
 	req   model.Request // OwnerID and Priority are the first job's
 	noFit noFit
-	// noRoom is the preempting power at which no room was found, when
-	// noRoomSet.
-	noRoom    int
-	noRoomSet bool
+	// noRoom and noRoomBase are the preempting power and the base
+	// priority of a job that found no room, when noRoomSet: a job with
+	// no more of either finds none either.
+	noRoom, noRoomBase int
+	noRoomSet          bool
 }
 
 // internShape returns r's shape's index in p.shapes.
@@ -306,11 +307,11 @@ func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomRes
 	if !preempting && !own && !hadRes {
 		return nil, ""
 	}
-	// Later jobs rank lower, so with no more power than one that found no
-	// room they find none either. (Kept on the pass's shape, not in a map
+	// Later jobs rank lower, so with no more power and no higher base
+	// priority than one that found no room they find none either. (Kept on the pass's shape, not in a map
 	// keyed by it: a lookup per pending job hashed the shape's strings.)
 	sh := &p.shapes[qj.shape]
-	if sh.noRoomSet && p.power(qj) <= sh.noRoom && !hadRes && !own {
+	if sh.noRoomSet && p.power(qj) <= sh.noRoom && qj.base <= sh.noRoomBase && !hadRes && !own {
 		return nil, ""
 	}
 	// Training makes room by preemption only for work whose start is due
@@ -318,6 +319,12 @@ func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomRes
 	// churn of short jobs instead, since preempting one of them for
 	// another only moves the wait and adds a restart.
 	due := qj.rank.tier == tierScheduled
+	// Waiting ranks a job ahead in the queue and lets it hold what frees,
+	// but it preempts only work of a lower base priority: three 128-GPU
+	// jobs of one priority, each preempting another once it had waited
+	// two hours, preempted each other three times in four hours
+	// (BENCHMARKS.md, "Equals do not preempt each other, nor twice within
+	// 8 hours").
 	eligible := func(v *victim) bool {
 		if v.tier == tierBackfill && v.backfillFor == j.ID {
 			return true
@@ -327,12 +334,14 @@ func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomRes
 			// back, within the budget, before a whole job yields.
 			return preempting && v.job.ID != j.ID
 		}
-		return preempting && due && qj.rank.above(v.rank) && p.power(qj) >= v.rank.prio+p.cfg.PreemptMargin && p.oldEnough(v, j.ID)
+		return preempting && due && qj.rank.above(v.rank) && p.power(qj) >= v.rank.prio+p.cfg.PreemptMargin && p.oldEnough(v, j.ID) && v.job.Priority < qj.base && p.restartedLongAgo(v)
 	}
 	r := p.makeRoom(req, eligible, prev.At)
 	if r == nil {
 		if !hadRes && !own {
-			sh.noRoom, sh.noRoomSet = max(sh.noRoom, p.power(qj)), true
+			if pow := p.power(qj); !sh.noRoomSet || pow >= sh.noRoom && qj.base >= sh.noRoomBase {
+				sh.noRoom, sh.noRoomBase, sh.noRoomSet = pow, qj.base, true
+			}
 		}
 		return nil, ""
 	}
@@ -340,7 +349,7 @@ func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomRes
 	for _, v := range r.victims {
 		ownOnly = ownOnly && v.tier == tierBackfill && v.backfillFor == j.ID
 	}
-	if v, msg := p.allow(r.victims, false, ownOnly); v != allowed {
+	if v, msg := p.allow(r.victims, false, ownOnly, false); v != allowed {
 		if len(r.victims) > 0 {
 			return nil, msg
 		}

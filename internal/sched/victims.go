@@ -172,6 +172,13 @@ func (p *planner) oldEnough(v *victim, forReservation string) bool {
 	return p.now.Sub(started) >= p.cfg.MinRuntime
 }
 
+// restartedLongAgo is RepeatMinRuntime's guard, for preemptions that
+// training asks for: a job preempted before yields again only once it has
+// run that long since its restart.
+func (p *planner) restartedLongAgo(v *victim) bool {
+	return v.job.PreemptCount == 0 || p.now.Sub(v.job.StartedAt) >= p.cfg.RepeatMinRuntime
+}
+
 // unit is where a request is tried when making room: one node for `node`,
 // one pod of a group for `pod`, a whole group for `any`.
 type unit struct {
