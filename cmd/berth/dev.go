@@ -41,7 +41,9 @@ be preempted after 1 minute (10 in production).`,
 				return err
 			}
 			cfg.Berth = exe
-			cfg.Sched = sched.Config{MinRuntime: time.Minute}
+			// The guards against thrash at a demo's pace: minutes, not
+			// the hours a fleet's jobs run.
+			cfg.Sched = sched.Config{MinRuntime: time.Minute, RepeatMinRuntime: 10 * time.Minute}
 			if demo && !cmd.Flags().Changed("nodes") && !cmd.Flags().Changed("pods") {
 				// The demo's standing mix fills about a pod and a half:
 				// a third pod stays empty for the tour's 64-GPU gang.

@@ -8,6 +8,44 @@ import (
 	"github.com/berthsched/berth/internal/model"
 )
 
+var churnNode = model.Shape{GPUs: 8, Topology: model.TopologyNode}
+
+// churnState is five 8-GPU nodes: the running job r on the first, and
+// on the other four work that is never a victim, so that one node's
+// preemption is within the hourly budget (25%). Priority alone ranks (no
+// SLO tiers), so every waiting job is due.
+func churnState(r model.Job, pending ...model.Job) State {
+	s := State{Config: Config{SLO: SLO{MaxGPUs: -1}}}
+	jobs := append([]model.Job{r}, pending...)
+	for i := 1; i <= 5; i++ {
+		id, owner := fmt.Sprintf("n%d", i), r.ID
+		if i > 1 {
+			owner = "fixed-" + id
+			jobs = append(jobs, model.Job{ID: owner, Shape: churnNode, State: model.JobRunning, SubmittedAt: r.SubmittedAt, StartedAt: r.SubmittedAt})
+		}
+		s.Nodes = append(s.Nodes, model.Node{ID: id, Pod: "p", Model: "H100", GPUs: 8, Health: model.HealthHealthy})
+		s.Allocations = append(s.Allocations, model.Allocation{ID: "a" + id, NodeID: id, GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining,
+			OwnerID: owner, Preemptible: owner == r.ID, CreatedAt: r.StartedAt})
+	}
+	s.Jobs = JobsOf(jobs)
+	return s
+}
+
+// churnJob is a preemptible 8-GPU job.
+func churnJob(id string, prio int, state model.JobState, submitted time.Time) model.Job {
+	return model.Job{ID: id, Shape: churnNode, Priority: prio, Preemptible: true, Checkpoint: &model.Checkpoint{Path: "/c", SizeBytes: 1e9},
+		State: state, SubmittedAt: submitted}
+}
+
+// preemptedFor is "victim for beneficiary" of the pass's one preemption,
+// or "" when it preempted none (or more than one).
+func preemptedFor(d Decision) string {
+	if len(d.Preemptions) != 1 {
+		return ""
+	}
+	return d.Preemptions[0].JobID + " for " + d.Preemptions[0].For
+}
+
 // TestWaitingGivesNoPowerOverEquals: a job's waiting bonus ranks it ahead
 // in the queue but never preempts work of its own priority or above; the
 // same wait does preempt work of a lower priority. Two jobs of one
@@ -15,40 +53,14 @@ import (
 // waited two hours.
 func TestWaitingGivesNoPowerOverEquals(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	ckpt := &model.Checkpoint{Path: "/c", SizeBytes: 1e9}
-	node := model.Shape{GPUs: 8, Topology: model.TopologyNode}
-	// Priority alone ranks (no SLO tiers), so the waiting job is due.
-	cfg := Config{SLO: SLO{MaxGPUs: -1}}
-	state := func(running int, pending ...model.Job) State {
-		r := model.Job{ID: "running", Shape: node, Priority: running, Preemptible: true, Checkpoint: ckpt,
-			State: model.JobRunning, SubmittedAt: now.Add(-20 * time.Hour), StartedAt: now.Add(-5 * time.Hour)}
-		s := State{
-			Nodes:       []model.Node{{ID: "n1", Pod: "p", Model: "H100", GPUs: 8, Health: model.HealthHealthy}},
-			Allocations: []model.Allocation{{ID: "a1", NodeID: "n1", GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining, OwnerID: "running", Preemptible: true, CreatedAt: r.StartedAt}},
-			Config:      cfg,
-		}
-		jobs := append([]model.Job{r}, pending...)
-		// Four more nodes of work that is never a victim, so that one
-		// node's preemption is within the hourly budget (25%).
-		for i := 2; i <= 5; i++ {
-			id := fmt.Sprintf("n%d", i)
-			s.Nodes = append(s.Nodes, model.Node{ID: id, Pod: "p", Model: "H100", GPUs: 8, Health: model.HealthHealthy})
-			jobs = append(jobs, model.Job{ID: "fixed-" + id, Shape: node, Priority: 0, State: model.JobRunning, SubmittedAt: r.SubmittedAt, StartedAt: r.StartedAt})
-			s.Allocations = append(s.Allocations, model.Allocation{ID: "a" + id, NodeID: id, GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining, OwnerID: "fixed-" + id, CreatedAt: r.StartedAt})
-		}
-		s.Jobs = JobsOf(jobs)
-		return s
+	running := func(prio int) model.Job {
+		r := churnJob("running", prio, model.JobRunning, now.Add(-20*time.Hour))
+		r.StartedAt = now.Add(-5 * time.Hour)
+		return r
 	}
-	// waited 10 hours: 50 of waiting bonus at the default 5 an hour.
+	// Waited 10 hours: 50 of waiting bonus at the default 5 an hour.
 	waiter := func(id string, prio int, waited time.Duration) model.Job {
-		return model.Job{ID: id, Shape: node, Priority: prio, Preemptible: true, Checkpoint: ckpt,
-			State: model.JobPending, SubmittedAt: now.Add(-waited)}
-	}
-	preempted := func(d Decision) string {
-		if len(d.Preemptions) != 1 {
-			return ""
-		}
-		return d.Preemptions[0].JobID + " for " + d.Preemptions[0].For
+		return churnJob(id, prio, model.JobPending, now.Add(-waited))
 	}
 	for _, tt := range []struct {
 		name    string
@@ -66,7 +78,7 @@ func TestWaitingGivesNoPowerOverEquals(t *testing.T) {
 			[]model.Job{waiter("equal", 60, 10*time.Hour), waiter("higher", 70, 0)}, "running for higher"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := preempted(Plan(state(tt.running, tt.pending...), now)); got != tt.want {
+			if got := preemptedFor(Plan(churnState(running(tt.running), tt.pending...), now)); got != tt.want {
 				t.Errorf("preempted %q, want %q", got, tt.want)
 			}
 		})
@@ -78,47 +90,64 @@ func TestWaitingGivesNoPowerOverEquals(t *testing.T) {
 // since its restart; a job never preempted yields after MinRuntime.
 func TestRepeatVictimsRunBeforeTrainingTakesThemAgain(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	ckpt := &model.Checkpoint{Path: "/c", SizeBytes: 1e9}
-	node := model.Shape{GPUs: 8, Topology: model.TopologyNode}
-	state := func(preempted int, ran time.Duration) State {
-		victim := model.Job{ID: "victim", Shape: node, Priority: 40, Preemptible: true, Checkpoint: ckpt, PreemptCount: preempted,
-			State: model.JobRunning, SubmittedAt: now.Add(-20 * time.Hour), StartedAt: now.Add(-ran)}
-		gang := model.Job{ID: "gang", Shape: node, Priority: 60, Preemptible: true, Checkpoint: ckpt,
-			State: model.JobPending, SubmittedAt: now.Add(-time.Hour)}
-		jobs := []model.Job{victim, gang}
-		s := State{Config: Config{SLO: SLO{MaxGPUs: -1}}}
-		for i := 1; i <= 5; i++ {
-			id := fmt.Sprintf("n%d", i)
-			s.Nodes = append(s.Nodes, model.Node{ID: id, Pod: "p", Model: "H100", GPUs: 8, Health: model.HealthHealthy})
-			owner := "victim"
-			if i > 1 {
-				// Work that is never a victim, so that one node's
-				// preemption is within the hourly budget.
-				owner = "fixed-" + id
-				jobs = append(jobs, model.Job{ID: owner, Shape: node, State: model.JobRunning, SubmittedAt: victim.SubmittedAt, StartedAt: victim.SubmittedAt})
-			}
-			s.Allocations = append(s.Allocations, model.Allocation{ID: "a" + id, NodeID: id, GPUs: model.FullMask(8), OwnerKind: model.OwnerTraining, OwnerID: owner,
-				Preemptible: owner == "victim", CreatedAt: now.Add(-ran)})
-		}
-		s.Jobs = JobsOf(jobs)
-		return s
-	}
 	for _, tt := range []struct {
 		name      string
 		preempted int
 		ran       time.Duration
-		want      bool
+		want      string
 	}{
-		{"never preempted, ran 2h", 0, 2 * time.Hour, true},
-		{"preempted once, ran 2h since", 1, 2 * time.Hour, false},
-		{"preempted once, ran 7h59m since", 1, 8*time.Hour - time.Minute, false},
-		{"preempted once, ran 8h since", 1, 8 * time.Hour, true},
+		{"never preempted, ran 2h", 0, 2 * time.Hour, "victim for gang"},
+		{"preempted once, ran 2h since", 1, 2 * time.Hour, ""},
+		{"preempted once, ran 7h59m since", 1, 8*time.Hour - time.Minute, ""},
+		{"preempted once, ran 8h since", 1, 8 * time.Hour, "victim for gang"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Plan(state(tt.preempted, tt.ran), now)
-			if got := len(d.Preemptions) == 1 && d.Preemptions[0].JobID == "victim"; got != tt.want {
-				t.Errorf("preempted: %v (%+v), want %v", got, d.Preemptions, tt.want)
+			victim := churnJob("victim", 40, model.JobRunning, now.Add(-20*time.Hour))
+			victim.PreemptCount, victim.StartedAt = tt.preempted, now.Add(-tt.ran)
+			gang := churnJob("gang", 60, model.JobPending, now.Add(-time.Hour))
+			if got := preemptedFor(Plan(churnState(victim, gang), now)); got != tt.want {
+				t.Errorf("preempted %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestStarvationIsNotAQueueBehindEquals: R2's alert asks whether the
+// cluster could host the job with the work ranked below it gone. A job
+// waiting behind running work of its own priority or above may not
+// preempt it, but waits for it to end: a queue, not the alarm. Behind
+// work that may never yield, it is the alarm.
+func TestStarvationIsNotAQueueBehindEquals(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name        string
+		preemptible bool
+		alert       bool
+	}{{"higher priority, preemptible", true, false}, {"higher priority, never preemptible", false, true}} {
+		r := churnJob("running", 60, model.JobRunning, now.Add(-20*time.Hour))
+		r.StartedAt, r.Preemptible = now.Add(-5*time.Hour), tt.preemptible
+		s := churnState(r, churnJob("w", 50, model.JobPending, now.Add(-10*time.Hour)))
+		s.Allocations[0].Preemptible = tt.preemptible
+		d := Plan(s, now)
+		alerted := false
+		for _, a := range d.Alerts {
+			alerted = alerted || a.Kind == "starvation" && a.Subject == "w"
+		}
+		if alerted != tt.alert || len(d.Preemptions) != 0 {
+			t.Errorf("%s: starvation alert %v, want %v; preemptions %+v", tt.name, alerted, tt.alert, d.Preemptions)
+		}
+	}
+}
+
+// TestServingTakesARepeatVictimAtOnce: RepeatMinRuntime guards a job
+// against other training only; serving still takes its GPUs.
+func TestServingTakesARepeatVictimAtOnce(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	victim := churnJob("victim", 40, model.JobRunning, now.Add(-20*time.Hour))
+	victim.PreemptCount, victim.StartedAt = 1, now.Add(-2*time.Hour)
+	s := churnState(victim)
+	s.Deployments = []model.Deployment{{ID: "chat", ReplicaShape: churnNode, MinReplicas: 1, MaxReplicas: 1, Desired: 1, Priority: 100}}
+	if got := preemptedFor(Plan(s, now)); got != "victim for chat#0" {
+		t.Errorf("preempted %q, want victim for chat#0", got)
 	}
 }

@@ -27,15 +27,18 @@ type Config struct {
 	// which is also the thrash guard after a restart. Default 10m.
 	MinRuntime time.Duration `json:"min_runtime,omitempty" yaml:"min_runtime"`
 	// RepeatMinRuntime: a job preempted before is not preempted again for
-	// other training until it has run this long since its restart (serving
-	// and its own reservation still take it back at once). One
-	// preemption's bonus (Aging.PerPreemption) protects a job only from
-	// its equals; on the seed mixes, 8-GPU jobs restarted after a
-	// preemption were preempted again within two hours for the next
-	// 128-GPU gang, and repeats reached 10% of all preemptions. Bounded,
-	// so that a job preempted once does not keep a higher-priority gang
-	// off its GPUs for the rest of a long run. Default 8h (BENCHMARKS.md,
-	// "Equals do not preempt each other, nor twice within 8 hours").
+	// other training until it has run this long since its restart.
+	// Serving still takes it back at once, as do the reservation it runs
+	// inside as backfill and, for an elastic job's growth, any waiting
+	// work. One preemption's bonus (Aging.PerPreemption) protects a job
+	// only from its equals: on the seed mixes, with equals no longer
+	// preempting each other, 8-GPU jobs restarted after a preemption were
+	// preempted again within two hours for the next 128-GPU gang, and
+	// repeats stayed at 6.6% of preemptions on the worst run. Bounded, so
+	// that a job preempted once does not keep a higher-priority gang off
+	// its GPUs for the rest of a long run. Default 8h; set it to
+	// MinRuntime to keep only that guard (BENCHMARKS.md, "Equals do not
+	// preempt each other, nor twice within 8 hours").
 	RepeatMinRuntime time.Duration `json:"repeat_min_runtime,omitempty" yaml:"repeat_min_runtime"`
 	// GrowAfter: an elastic job grows only this long after its last start
 	// or resize (§9.4). Every resize stops the whole job at a checkpoint

@@ -115,9 +115,13 @@ func PlanOn(ix *Index, s State, now time.Time) Decision {
 	p.pageThrottled()
 	p.starvation()
 	if p.budget.degraded {
+		but := ""
+		if p.cfg.Pools.Inference != "" {
+			but = ", but for serving taking back GPUs it lent"
+		}
 		p.alert(Alert{ID: "storage-degraded", Severity: SeverityPage, Kind: "storage_degraded",
-			Message: fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped until it recovers, but for serving taking back GPUs it lent",
-				rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth))})
+			Message: fmt.Sprintf("checkpoint storage bandwidth is %s, below %s: preemption is stopped until it recovers%s",
+				rateString(p.budget.bandwidth), rateString(p.cfg.Storage.MinBandwidth), but)})
 	}
 	for _, r := range p.reservations {
 		p.d.Reservations = append(p.d.Reservations, *r)

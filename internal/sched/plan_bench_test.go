@@ -186,3 +186,22 @@ func BenchmarkPlanFullFleet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanAgedHead is a full 12,500-node fleet of preemptible work
+// (priority 0-9) with 100k pending 8-GPU jobs of priority 50 behind one
+// of priority 0 that has waited 40 hours: its waiting bonus ranks it
+// first, and the pass must not search for room again for each job behind
+// it (frontier).
+func BenchmarkPlanAgedHead(b *testing.B) {
+	s := busyState(12500, 1, 0, true)
+	node := model.Shape{GPUs: 8, Topology: model.TopologyNode}
+	s.Jobs = append(s.Jobs, &model.Job{ID: "aged", Team: "t", Shape: node, Preemptible: true, State: model.JobPending, SubmittedAt: benchNow.Add(-40 * time.Hour)})
+	for i := 0; i < 100000; i++ {
+		s.Jobs = append(s.Jobs, &model.Job{ID: fmt.Sprintf("q-%d", i), Team: "t", Shape: node, Priority: 50, Preemptible: true,
+			State: model.JobPending, SubmittedAt: benchNow.Add(-time.Duration(i) * time.Second)})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = Plan(s, benchNow)
+	}
+}

@@ -29,11 +29,9 @@ type passShape struct {
 	key   shapeID
 	req   model.Request // OwnerID and Priority are the first job's
 	noFit noFit
-	// noRoom and noRoomBase are the preempting power and the base
-	// priority of a job that found no room, when noRoomSet: a job with
-	// no more of either finds none either.
-	noRoom, noRoomBase int
-	noRoomSet          bool
+	// noRoom is where searches for room by preemption failed: a job no
+	// stronger than one that found no room finds none either.
+	noRoom frontier
 }
 
 // internShape returns r's shape's index in p.shapes.
@@ -274,6 +272,13 @@ func (p *planner) starving(qj queued, req *model.Request, res *Reservation) bool
 	if c, ok := p.hopeful[key]; ok && pow >= c {
 		return false
 	}
+	// Whether the cluster could host it with the work ranked below it
+	// gone: all of that work, including what room will not preempt for
+	// it (work of its own priority or above, which it waits for
+	// instead). A job behind running equals is a queue, not this alarm:
+	// counted with room's rule, seed-correlated's months raised 267-420
+	// alerts each, against 26-39, for the same decisions (BENCHMARKS.md,
+	// "Equals do not preempt each other, nor twice within 8 hours").
 	below := func(v *victim) bool {
 		return qj.rank.above(v.rank) || (v.tier == tierBackfill && v.backfillFor == qj.rank.id)
 	}
@@ -311,7 +316,7 @@ func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomRes
 	// priority than one that found no room they find none either. (Kept on the pass's shape, not in a map
 	// keyed by it: a lookup per pending job hashed the shape's strings.)
 	sh := &p.shapes[qj.shape]
-	if sh.noRoomSet && p.power(qj) <= sh.noRoom && qj.base <= sh.noRoomBase && !hadRes && !own {
+	if !hadRes && !own && sh.noRoom.covers(p.strength(qj)) {
 		return nil, ""
 	}
 	// Training makes room by preemption only for work whose start is due
@@ -339,9 +344,7 @@ func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomRes
 	r := p.makeRoom(req, eligible, prev.At)
 	if r == nil {
 		if !hadRes && !own {
-			if pow := p.power(qj); !sh.noRoomSet || pow >= sh.noRoom && qj.base >= sh.noRoomBase {
-				sh.noRoom, sh.noRoomBase, sh.noRoomSet = pow, qj.base, true
-			}
+			sh.noRoom.failed(p.strength(qj))
 		}
 		return nil, ""
 	}
@@ -375,6 +378,8 @@ func (p *planner) wouldBorrow(req *model.Request) bool {
 // power is what a queued job preempts with: its priority and its waiting
 // bonus, not its preemption bonus (that one only protects).
 func (p *planner) power(qj queued) int { return qj.rank.prio - qj.preempting }
+
+func (p *planner) strength(qj queued) strength { return strength{p.power(qj), qj.base} }
 
 // holdFreeWithin holds for the job if the pass has not reached MaxHolds
 // and it is a gang that may hold (HoldMinGPUs), or a job whose node

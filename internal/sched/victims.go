@@ -176,7 +176,11 @@ func (p *planner) oldEnough(v *victim, forReservation string) bool {
 // training asks for: a job preempted before yields again only once it has
 // run that long since its restart.
 func (p *planner) restartedLongAgo(v *victim) bool {
-	return v.job.PreemptCount == 0 || p.now.Sub(v.job.StartedAt) >= p.cfg.RepeatMinRuntime
+	started := v.job.StartedAt
+	if started.IsZero() {
+		started = v.created
+	}
+	return v.job.PreemptCount == 0 || p.now.Sub(started) >= p.cfg.RepeatMinRuntime
 }
 
 // unit is where a request is tried when making room: one node for `node`,
