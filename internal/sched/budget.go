@@ -183,8 +183,8 @@ const (
 // deadline loses the work since its last durable checkpoint, where
 // keeping it ran on GPUs serving needed until storage recovered
 // (`seed-heavy` seed 1: an hour of 44-112 GPUs of demand shed, 0.046% of
-// the month's; BENCHMARKS.md, "Serving takes its pool back in a storage
-// brownout").
+// the month's; BENCHMARKS.md, "Equals do not preempt each other, nor
+// twice within 8 hours", item 2).
 func (p *planner) allow(victims []*victim, floor, onLoan, reclaim bool) (verdict, string) {
 	b := &p.budget
 	if b.degraded && !reclaim {

@@ -313,8 +313,10 @@ func (p *planner) room(qj queued, req *model.Request, preempting bool) (*roomRes
 		return nil, ""
 	}
 	// Later jobs rank lower, so with no more power and no higher base
-	// priority than one that found no room they find none either. (Kept on the pass's shape, not in a map
-	// keyed by it: a lookup per pending job hashed the shape's strings.)
+	// priority than one that found no room they find none either (the
+	// frontier keeps one such point per base priority). (Kept on the
+	// pass's shape, not in a map keyed by it: a lookup per pending job
+	// hashed the shape's strings.)
 	sh := &p.shapes[qj.shape]
 	if !hadRes && !own && sh.noRoom.covers(p.strength(qj)) {
 		return nil, ""
