@@ -13,9 +13,8 @@ func (s strength) within(o strength) bool { return s.power <= o.power && s.base 
 // (a queue rarely has more base priorities than this in one shape).
 const maxFrontier = 16
 
-// frontier remembers where searches for room ended for one shape, at most
-// one point per base priority: the strongest that failed, or the weakest
-// that succeeded. One point was not enough: with an old job of a low
+// frontier remembers where searches for room failed for one shape, at
+// most one point per base priority: the strongest that failed. One point was not enough: with an old job of a low
 // priority first in the queue (its waiting bonus ranks it there) and
 // thousands of newer ones of a higher priority behind it, a single
 // failure point kept at the old job sent every later job back to search
@@ -33,27 +32,11 @@ func (f frontier) covers(s strength) bool {
 	return false
 }
 
-// coveredBy reports whether a success no stronger than s on either count
-// is remembered: s succeeds too.
-func (f frontier) coveredBy(s strength) bool {
-	for _, e := range f {
-		if e.within(s) {
-			return true
-		}
-	}
-	return false
-}
-
 // failed remembers a failure at s.
-func (f *frontier) failed(s strength) { f.add(s, func(a, b int) int { return max(a, b) }) }
-
-// succeeded remembers a success at s.
-func (f *frontier) succeeded(s strength) { f.add(s, func(a, b int) int { return min(a, b) }) }
-
-func (f *frontier) add(s strength, keep func(a, b int) int) {
+func (f *frontier) failed(s strength) {
 	for i := range *f {
 		if e := &(*f)[i]; e.base == s.base {
-			e.power = keep(e.power, s.power)
+			e.power = max(e.power, s.power)
 			return
 		}
 	}
